@@ -1,0 +1,109 @@
+package idem
+
+import (
+	"strconv"
+	"strings"
+)
+
+// MaxKeyLen is the longest key accepted, in bytes.
+const MaxKeyLen = 255
+
+// Key is an intent's stable identity: 1..255 bytes of printable ASCII
+// (0x20..0x7E). It is owned by the client or the initiating event, never by
+// a retrying layer.
+type Key string
+
+// ParseKey validates s as a key. It never truncates or hashes an invalid key
+// into acceptance; the error is a [*KeyError] that matches [ErrInvalidKey].
+func ParseKey(s string) (Key, error) {
+	if err := ValidateKey(s); err != nil {
+		return "", err
+	}
+	return Key(s), nil
+}
+
+// ValidateKey reports why s is not a valid key, or nil.
+func ValidateKey(s string) error {
+	if s == "" {
+		return &KeyError{Reason: "empty"}
+	}
+	if len(s) > MaxKeyLen {
+		return &KeyError{Key: s[:64], Reason: "longer than " + strconv.Itoa(MaxKeyLen) + " bytes"}
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e {
+			short := s
+			if len(short) > 64 {
+				short = short[:64]
+			}
+			return &KeyError{Key: short, Reason: "byte " + strconv.Itoa(i) + " (" + strconv.QuoteRune(rune(c)) + ") is not printable ASCII"}
+		}
+	}
+	return nil
+}
+
+func (k Key) String() string { return string(k) }
+
+// DeriveKey builds a versioned, namespaced key from an immutable upstream
+// identity: DeriveKey("charge", 1, orderID, attemptID) gives
+// "charge:v1:<orderID>:<attemptID>".
+//
+// Parts are escaped so that two different part lists never produce the same
+// key: '%' becomes "%25" and ':' becomes "%3A", and any byte outside
+// printable ASCII is percent-encoded. The namespace must be non-empty and
+// contain only letters, digits, '-', '_' and '.', the version must be
+// positive, and no part may be empty. The result is validated as a [Key].
+func DeriveKey(namespace string, version int, parts ...string) (Key, error) {
+	if namespace == "" {
+		return "", &KeyError{Reason: "derived key: empty namespace"}
+	}
+	for i := 0; i < len(namespace); i++ {
+		c := namespace[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return "", &KeyError{Key: namespace, Reason: "derived key: namespace may hold only letters, digits, '-', '_' and '.'"}
+		}
+	}
+	if version < 1 {
+		return "", &KeyError{Reason: "derived key: version must be 1 or more"}
+	}
+	if len(parts) == 0 {
+		return "", &KeyError{Reason: "derived key: no parts"}
+	}
+	var b strings.Builder
+	b.WriteString(namespace)
+	b.WriteString(":v")
+	b.WriteString(strconv.Itoa(version))
+	for i, p := range parts {
+		if p == "" {
+			return "", &KeyError{Reason: "derived key: part " + strconv.Itoa(i) + " is empty"}
+		}
+		b.WriteByte(':')
+		escapePart(&b, p)
+	}
+	return ParseKey(b.String())
+}
+
+// MustDeriveKey is like [DeriveKey] but panics on error. Use it only with
+// constant parts, as in tests and examples.
+func MustDeriveKey(namespace string, version int, parts ...string) Key {
+	k, err := DeriveKey(namespace, version, parts...)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+const hexDigits = "0123456789ABCDEF"
+
+func escapePart(b *strings.Builder, p string) {
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c == '%' || c == ':' || c < 0x21 || c > 0x7e {
+			b.WriteByte('%')
+			b.WriteByte(hexDigits[c>>4])
+			b.WriteByte(hexDigits[c&15])
+			continue
+		}
+		b.WriteByte(c)
+	}
+}
