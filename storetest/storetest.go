@@ -87,7 +87,7 @@ type RaceReport struct {
 func Race(t *testing.T, st idem.Store, goroutines, keys int) RaceReport {
 	t.Helper()
 	ctx := ctxT(t)
-	eng, err := idem.New(st, idem.Config{Lease: time.Minute, InFlight: idem.InFlightReject, })
+	eng, err := idem.New(st, idem.Config{Lease: time.Minute, InFlight: idem.InFlightReject})
 	if err != nil {
 		t.Fatal(err)
 	}
