@@ -185,12 +185,29 @@ func readBatch(ctx context.Context, c redis.UniversalClient, batch []string) ([]
 	return recs, nil
 }
 
-// forEachNode runs fn on every master of a Cluster, or once on the client.
+// forEachNode runs fn on every master of a Cluster, one after the other
+// (so Sweep's limit is counted exactly), or once on the client.
 func (s *Store) forEachNode(ctx context.Context, fn func(context.Context, redis.Cmdable) error) error {
-	if s.cluster != nil {
-		return s.cluster.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return fn(ctx, c) })
+	if s.cluster == nil {
+		return fn(ctx, s.client)
 	}
-	return fn(ctx, s.client)
+	var mu sync.Mutex
+	var masters []*redis.Client
+	err := s.cluster.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
+		mu.Lock()
+		masters = append(masters, c)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, m := range masters {
+		if err := fn(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // scanKeys SCANs node for pattern, handing each non-empty batch to fn until
