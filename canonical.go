@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -127,7 +128,8 @@ type canonicalizer struct {
 // out[start:nameEnd] (quotes included), the value ends at end.
 type member struct {
 	start, nameEnd, end int
-	srcOff              int // offset of the name in src, for errors
+	srcOff              int  // offset of the name in src, for errors
+	escaped             bool // the canonical name holds an escape
 }
 
 var canonPool = sync.Pool{New: func() any { return new(canonicalizer) }}
@@ -293,6 +295,7 @@ func (c *canonicalizer) member(i, depth int) (int, error) {
 		return i, err
 	}
 	m.nameEnd = len(c.out)
+	m.escaped = bytes.IndexByte(c.out[m.start+1:m.nameEnd-1], '\\') >= 0
 	if i = c.skipSpace(i); i >= len(c.src) || c.src[i] != ':' {
 		return i, c.fail(i, "expected ':' after member name")
 	}
@@ -347,7 +350,11 @@ func (c *canonicalizer) duplicate(a, b member) error {
 // names. Canonical escapes do not preserve byte order ('"' is written as
 // '\\' '"'), so escapes are decoded as the names are walked.
 func (c *canonicalizer) compareNames(a, b member) int {
-	return compareEscaped(c.out[a.start+1:a.nameEnd-1], c.out[b.start+1:b.nameEnd-1])
+	x, y := c.out[a.start+1:a.nameEnd-1], c.out[b.start+1:b.nameEnd-1]
+	if !a.escaped && !b.escaped {
+		return bytes.Compare(x, y)
+	}
+	return compareEscaped(x, y)
 }
 
 func compareEscaped(a, b []byte) int {
@@ -416,9 +423,11 @@ func (c *canonicalizer) string(i int) (int, error) {
 	run := i // start of bytes not yet copied
 	for i < len(c.src) {
 		b := c.src[i]
-		switch {
-		case b >= 0x20 && b < utf8.RuneSelf && b != '"' && b != '\\':
+		if plainStringByte[b] {
 			i++
+			continue
+		}
+		switch {
 		case b == '"':
 			c.out = append(append(c.out, c.src[run:i]...), '"')
 			return i + 1, nil
@@ -443,6 +452,15 @@ func (c *canonicalizer) string(i int) (int, error) {
 	}
 	return i, c.fail(i, "unterminated string")
 }
+
+// plainStringByte marks the bytes copied as they are inside a string:
+// printable ASCII other than '"' and '\\'.
+var plainStringByte = func() (t [256]bool) {
+	for b := 0x20; b < utf8.RuneSelf; b++ {
+		t[b] = b != '"' && b != '\\'
+	}
+	return t
+}()
 
 // escape decodes the escape sequence at src[i] (a backslash), joining a
 // surrogate pair, and returns the rune and the length consumed.
