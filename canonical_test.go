@@ -114,6 +114,7 @@ func TestCanonicalJSONErrors(t *testing.T) {
 		{"high surrogate then non-low", `"\ud800\u0041"`, 1, false},
 		{"lone low surrogate", `"\udc00"`, 1, false},
 		{"reversed pair", `"\ude00\ud83d"`, 1, false},
+		{"two low surrogates", `"\udc00\udc00"`, 1, false},
 		{"invalid utf-8", "\"a\xffb\"", 2, false},
 		{"utf-8 encoded surrogate", "\"\xed\xa0\x80\"", 1, false},
 		{"overlong utf-8", "\"\xc0\xaf\"", 1, false},
