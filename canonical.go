@@ -309,26 +309,43 @@ func (c *canonicalizer) member(i, depth int) (int, error) {
 }
 
 // sortMembers puts the object's members, already written to out in input
-// order, into name order, and refuses duplicate names.
+// order, into name order, and refuses duplicate names. Objects are mostly
+// small and often sorted already, so an insertion sort (which also meets
+// every duplicate on the way) does the work; large objects use pdqsort.
 func (c *canonicalizer) sortMembers(ms []member) error {
-	sorted := true
-	for j := 1; j < len(ms); j++ {
-		switch c.compareNames(ms[j-1], ms[j]) {
-		case 0:
-			return c.duplicate(ms[j-1], ms[j])
-		case 1:
-			sorted = false
-		}
-	}
-	if sorted {
+	if len(ms) < 2 {
 		return nil
 	}
 	lo, hi := ms[0].start, ms[len(ms)-1].end
-	slices.SortFunc(ms, c.compareNames)
-	for j := 1; j < len(ms); j++ {
-		if c.compareNames(ms[j-1], ms[j]) == 0 {
-			return c.duplicate(ms[j-1], ms[j])
+	moved := false
+	if len(ms) > 32 {
+		slices.SortFunc(ms, c.compareNames)
+		for j := 1; j < len(ms); j++ {
+			if c.compareNames(ms[j-1], ms[j]) == 0 {
+				return c.duplicate(ms[j-1], ms[j])
+			}
 		}
+		moved = true
+	} else {
+		for j := 1; j < len(ms); j++ {
+			m, k := ms[j], j
+			for ; k > 0; k-- {
+				cmp := c.compareNames(ms[k-1], m)
+				if cmp == 0 {
+					return c.duplicate(ms[k-1], m)
+				}
+				if cmp < 0 {
+					break
+				}
+				ms[k] = ms[k-1]
+			}
+			if k != j {
+				ms[k], moved = m, true
+			}
+		}
+	}
+	if !moved {
+		return nil
 	}
 	c.tmp = append(c.tmp[:0], c.out[lo:hi]...)
 	w := lo

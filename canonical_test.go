@@ -3,6 +3,7 @@ package idem
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -378,6 +379,34 @@ func TestDiffDigests(t *testing.T) {
 	} {
 		if got := DiffDigests(tc.a, tc.b); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("DiffDigests(%v, %v) = %q, want %q", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+// Objects above the insertion-sort size take the other sorting path.
+func TestCanonicalJSONLargeObject(t *testing.T) {
+	for _, n := range []int{2, 31, 32, 33, 200} {
+		var in, want strings.Builder
+		in.WriteByte('{')
+		want.WriteByte('{')
+		for i := range n {
+			if i > 0 {
+				in.WriteByte(',')
+				want.WriteByte(',')
+			}
+			fmt.Fprintf(&in, `"k%04d":%d`, n-1-i, n-1-i)
+			fmt.Fprintf(&want, `"k%04d":%d`, i, i)
+		}
+		in.WriteByte('}')
+		want.WriteByte('}')
+		got, err := CanonicalJSON([]byte(in.String()))
+		if err != nil || string(got) != want.String() {
+			t.Errorf("%d members reversed: %s, %v", n, got, err)
+		}
+		// A duplicate of the first member, placed last: the farthest apart.
+		dup := in.String()[:in.Len()-1] + fmt.Sprintf(`,"k%04d":0}`, n-1)
+		if _, err := CanonicalJSON([]byte(dup)); !errors.Is(err, ErrDuplicateMember) {
+			t.Errorf("%d members plus a duplicate: err = %v, want ErrDuplicateMember", n, err)
 		}
 	}
 }
