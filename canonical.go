@@ -12,7 +12,46 @@ import (
 	"unicode/utf8"
 )
 
-// Canonical JSON
+// MaxJSONDepth is the deepest nesting of arrays and objects that
+// [CanonicalJSON] accepts.
+const MaxJSONDepth = 512
+
+// maxExpDigits bounds the significant digits of a number's exponent so that
+// exponent arithmetic can never overflow int64.
+const maxExpDigits = 18
+
+var (
+	// ErrInvalidJSON: a body declared as JSON is not valid, or breaks one of
+	// the canonical form's rules (duplicate member, invalid UTF-8, lone
+	// surrogate, too deep, absurd exponent). See [JSONError].
+	ErrInvalidJSON = errors.New("idem: invalid JSON")
+	// ErrDuplicateMember: a JSON object names the same member twice. It is
+	// reported as a [*JSONError] that matches both this and [ErrInvalidJSON].
+	ErrDuplicateMember = errors.New("idem: duplicate JSON object member")
+)
+
+// JSONError says where and why a body is not acceptable JSON. It never
+// quotes the body.
+type JSONError struct {
+	// Offset is the byte offset in the input where the problem was found.
+	Offset int
+	// Reason says what is wrong.
+	Reason string
+
+	duplicate bool
+}
+
+func (e *JSONError) Error() string {
+	return "idem: invalid JSON at offset " + strconv.Itoa(e.Offset) + ": " + e.Reason
+}
+
+// Is reports ErrInvalidJSON, and ErrDuplicateMember for a duplicate member.
+func (e *JSONError) Is(target error) bool {
+	return target == ErrInvalidJSON || e.duplicate && target == ErrDuplicateMember
+}
+
+// CanonicalJSON returns the canonical form of the JSON document src, or a
+// [*JSONError] if src is not acceptable.
 //
 // Two JSON documents that mean the same thing canonicalise to the same bytes,
 // so a retried request whose client re-serialised its body still matches its
@@ -44,47 +83,6 @@ import (
 //     different inputs equal.
 //   - Nesting deeper than [MaxJSONDepth], an empty input and anything after
 //     the value are errors.
-
-// MaxJSONDepth is the deepest nesting of arrays and objects that
-// [CanonicalJSON] accepts.
-const MaxJSONDepth = 512
-
-// maxExpDigits bounds the significant digits of a number's exponent so that
-// exponent arithmetic can never overflow int64.
-const maxExpDigits = 18
-
-var (
-	// ErrInvalidJSON: a body declared as JSON is not valid, or breaks one of
-	// the canonical form's rules (duplicate member, invalid UTF-8, lone
-	// surrogate, too deep, absurd exponent). See [JSONError].
-	ErrInvalidJSON = errors.New("idem: invalid JSON")
-	// ErrDuplicateMember: a JSON object names the same member twice. It is
-	// reported as a [JSONError] that matches both this and [ErrInvalidJSON].
-	ErrDuplicateMember = errors.New("idem: duplicate JSON object member")
-)
-
-// JSONError says where and why a body is not acceptable JSON. It never
-// quotes the body.
-type JSONError struct {
-	// Offset is the byte offset in the input where the problem was found.
-	Offset int
-	// Reason says what is wrong.
-	Reason string
-
-	duplicate bool
-}
-
-func (e *JSONError) Error() string {
-	return "idem: invalid JSON at offset " + strconv.Itoa(e.Offset) + ": " + e.Reason
-}
-
-// Is reports ErrInvalidJSON, and ErrDuplicateMember for a duplicate member.
-func (e *JSONError) Is(target error) bool {
-	return target == ErrInvalidJSON || e.duplicate && target == ErrDuplicateMember
-}
-
-// CanonicalJSON returns the canonical form of the JSON document src, or a
-// [*JSONError] if src is not acceptable. See the rules at [AppendCanonicalJSON].
 func CanonicalJSON(src []byte) ([]byte, error) {
 	out, err := AppendCanonicalJSON(make([]byte, 0, len(src)+8), src)
 	if err != nil {
@@ -94,14 +92,9 @@ func CanonicalJSON(src []byte) ([]byte, error) {
 }
 
 // AppendCanonicalJSON appends the canonical form of the JSON document src to
-// dst. On error it returns dst unchanged and a [*JSONError].
-//
-// Canonical form: no insignificant whitespace; object members sorted by the
-// UTF-8 bytes of their decoded names (not RFC 8785's UTF-16 order: any fixed
-// order serves for hashing); duplicate names refused; numbers by exact
-// decimal value (1, 1.0, 1e0 and 10e-1 are all 1; -0 is 0; never rounded
-// through float64); strings re-escaped minimally, with invalid UTF-8 and lone
-// surrogates refused; nesting up to [MaxJSONDepth].
+// dst, which must not overlap src. On error it returns dst unchanged and a
+// [*JSONError]. It is safe for concurrent use. The canonical form and the
+// rules are described at [CanonicalJSON].
 func AppendCanonicalJSON(dst, src []byte) ([]byte, error) {
 	c := canonPool.Get().(*canonicalizer)
 	defer c.release()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -408,5 +409,42 @@ func TestCanonicalJSONLargeObject(t *testing.T) {
 		if _, err := CanonicalJSON([]byte(dup)); !errors.Is(err, ErrDuplicateMember) {
 			t.Errorf("%d members plus a duplicate: err = %v, want ErrDuplicateMember", n, err)
 		}
+	}
+}
+
+// The canonicaliser's scratch state is pooled: concurrent callers must not
+// see each other's buffers (run with -race).
+func TestCanonicalJSONConcurrent(t *testing.T) {
+	inputs := []string{`{"b":[1,{"d":1,"c":2}],"a":1}`, `{"z":"x","y":1e3}`, bench200}
+	want := make([]string, len(inputs))
+	for i, in := range inputs {
+		out, err := CanonicalJSON([]byte(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = string(out)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for g := range 4 {
+		wg.Go(func() {
+			for n := range 200 {
+				i := (g + n) % len(inputs)
+				out, err := CanonicalJSON([]byte(inputs[i]))
+				if err != nil || string(out) != want[i] {
+					errs <- fmt.Sprintf("%s -> %s, %v", inputs[i], out, err)
+					return
+				}
+				if _, err := FingerprintRequest("POST", "/", []byte(inputs[i]), true); err != nil {
+					errs <- err.Error()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
