@@ -74,13 +74,15 @@ func (e *JSONError) Is(target error) bool {
 //     as 1 has not changed its request. The output uses the ECMAScript
 //     number-to-string layout with exact digits: plain digits when the
 //     decimal point falls within 21 digits (100, 1.5, 0.000001), otherwise
-//     one digit, a fraction and an exponent (1e+21, 1.5e-7). Exponents of
-//     more than 18 digits are refused rather than risk int64 overflow.
+//     one digit, a fraction and an exponent (1e+21, 1.5e-7). An exponent of
+//     more than 18 significant digits is refused rather than risk int64
+//     overflow.
 //   - Strings are unescaped (surrogate pairs included) and re-escaped
 //     canonically: only '"', '\\' and control characters are escaped, as \b,
 //     \f, \n, \r, \t or \u00xx with lower-case hex. Invalid UTF-8 and lone
 //     surrogates are errors: replacing them with U+FFFD would make two
-//     different inputs equal.
+//     different inputs equal. There is no Unicode normalisation: "é" and
+//     "e\u0301" stay different.
 //   - Nesting deeper than [MaxJSONDepth], an empty input and anything after
 //     the value are errors.
 func CanonicalJSON(src []byte) ([]byte, error) {
