@@ -20,6 +20,9 @@ const MaxJSONDepth = 512
 // exponent arithmetic can never overflow int64.
 const maxExpDigits = 18
 
+// maxExp is the least exponent magnitude of more than maxExpDigits digits.
+const maxExp = 1_000_000_000_000_000_000
+
 var (
 	// ErrInvalidJSON: a body declared as JSON is not valid, or breaks one of
 	// the canonical form's rules (duplicate member, invalid UTF-8, lone
@@ -76,7 +79,8 @@ func (e *JSONError) Is(target error) bool {
 //     decimal point falls within 21 digits (100, 1.5, 0.000001), otherwise
 //     one digit, a fraction and an exponent (1e+21, 1.5e-7). An exponent of
 //     more than 18 significant digits is refused rather than risk int64
-//     overflow.
+//     overflow, and so is a number whose own exponent (as d.ddd×10^n) would
+//     need more: |n| must stay below 10^18.
 //   - Strings are unescaped (surrogate pairs included) and re-escaped
 //     canonically: only '"', '\\' and control characters are escaped, as \b,
 //     \f, \n, \r, \t or \u00xx with lower-case hex. Invalid UTF-8 and lone
@@ -562,6 +566,7 @@ func appendStringRune(out []byte, r rune) []byte {
 // value is digits × 10^exp with the digits stripped of leading and trailing
 // zeros, so equal values meet in one form.
 func (c *canonicalizer) number(i int) (int, error) {
+	start := i
 	neg := c.src[i] == '-'
 	if neg {
 		i++
@@ -596,6 +601,11 @@ func (c *canonicalizer) number(i int) (int, error) {
 	for len(d) > 0 && d[len(d)-1] == '0' {
 		d = d[:len(d)-1]
 		exp++
+	}
+	// The output may carry the exponent of d.ddd×10^sci; keep it within
+	// maxExpDigits too, or the output would not canonicalise again.
+	if sci := int64(len(d)) + exp - 1; len(d) > 0 && (sci >= maxExp || sci <= -maxExp) {
+		return i, c.fail(start, "number out of range")
 	}
 	c.out = appendDecimal(c.out, neg, d, exp)
 	return i, nil

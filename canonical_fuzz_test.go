@@ -167,13 +167,28 @@ func decodeObject(dec *json.Decoder, info *treeInfo, depth int) (any, error) {
 	return obj, err
 }
 
+// hugeExponent reports whether the number literal num has an exponent of
+// more than maxExpDigits digits, or a value d.ddd×10^n with n that large.
 func hugeExponent(num string) bool {
-	i := strings.IndexAny(num, "eE")
-	if i < 0 {
-		return false
+	mant, exp := strings.TrimPrefix(num, "-"), int64(0)
+	if i := strings.IndexAny(mant, "eE"); i >= 0 {
+		e := strings.TrimLeft(strings.TrimLeft(mant[i+1:], "+-"), "0")
+		if len(e) > maxExpDigits {
+			return true
+		}
+		exp, _ = strconv.ParseInt(strings.TrimPrefix(mant[i+1:], "+"), 10, 64)
+		mant = mant[:i]
 	}
-	e := strings.TrimLeft(num[i+1:], "+-")
-	return len(strings.TrimLeft(e, "0")) > maxExpDigits
+	intPart, frac, _ := strings.Cut(mant, ".")
+	var n int64 // the value is d.ddd×10^n
+	if lead := strings.TrimLeft(intPart, "0"); lead != "" {
+		n = exp + int64(len(lead)) - 1
+	} else if j := strings.IndexFunc(frac, func(r rune) bool { return r != '0' }); j >= 0 {
+		n = exp - int64(j) - 1
+	} else {
+		return false // zero
+	}
+	return n >= 1e18 || n <= -1e18
 }
 
 // hasLoneSurrogate reports whether a string in the valid JSON in has a \u
@@ -303,6 +318,15 @@ func TestFuzzHelpers(t *testing.T) {
 	}
 	if _, info, _ := decodeTree([]byte(`{"a":{"b":1,"b":2}}`)); !info.duplicate || info.depth != 2 {
 		t.Errorf("decodeTree info = %+v", info)
+	}
+	for num, want := range map[string]bool{
+		"1e999999999999999999": false, "10e999999999999999999": true, "1000E000000000999999999999999997": true,
+		"0.01e-999999999999999997": false, "0.01e-999999999999999998": true, "0e9999999999999999999": true,
+		"0.0e999999999999999999": false, "-12.5": false,
+	} {
+		if got := hugeExponent(num); got != want {
+			t.Errorf("hugeExponent(%s) = %v", num, got)
+		}
 	}
 	if _, info, _ := decodeTree([]byte(`{"b":1,"a":2}`)); info.sorted {
 		t.Error("decodeTree missed unsorted members")
