@@ -19,6 +19,8 @@ type Store struct {
 	cfg     Config
 	writer  *sql.DB
 	readers *sql.DB
+	// wq and rq run prepared statements on writer and readers.
+	wq, rq *stmtCache
 	closed  atomic.Bool
 	// migrations is the schema source; tests swap in a broken schema.
 	migrations fs.FS
@@ -78,6 +80,7 @@ func (s *Store) connect(ctx context.Context) error {
 		return fmt.Errorf("sqlitestore: open readers on %s: %w", s.cfg.Path, err)
 	}
 	s.writer, s.readers = w, r
+	s.wq, s.rq = newStmtCache(w), newStmtCache(r)
 	return nil
 }
 
@@ -98,7 +101,7 @@ func (s *Store) Close() error {
 
 // ops returns the operations bound to the writer and the reader pool.
 func (s *Store) ops() ops {
-	return ops{read: s.readers, write: s.writer, replayCheck: true, brokenClaim: s.brokenClaim}
+	return ops{read: s.rq, write: s.wq, replayCheck: true, brokenClaim: s.brokenClaim}
 }
 
 // Claim implements [idem.Store]. A replay is answered from a reader
@@ -158,7 +161,7 @@ func (s *Store) Get(ctx context.Context, scope, key string) (*idem.Record, error
 	if s.closed.Load() {
 		return nil, idem.ErrClosed
 	}
-	r, err := s.ops().get(ctx, s.readers, scope, key)
+	r, err := s.ops().get(ctx, s.rq, scope, key)
 	return r, s.wrap("get", err)
 }
 
