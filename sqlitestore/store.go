@@ -21,7 +21,7 @@ type Store struct {
 	readers *sql.DB
 	// wq and rq run prepared statements on writer and readers.
 	wq, rq *stmtCache
-	closed  atomic.Bool
+	closed atomic.Bool
 	// migrations is the schema source; tests swap in a broken schema.
 	migrations fs.FS
 	// brokenClaim is set only by the constraint-evidence test
@@ -35,11 +35,17 @@ var _ idem.Store = (*Store)(nil)
 // cfg.Migrate is set, applies the embedded migrations. ctx bounds the
 // connection set-up and migrations only.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
+	return open(ctx, cfg, &Store{migrations: migrationFS})
+}
+
+// open finishes s, which carries the schema source (and, in tests only, a
+// broken claim).
+func open(ctx context.Context, cfg Config, s *Store) (*Store, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{cfg: cfg, migrations: migrationFS}
+	s.cfg = cfg
 	if err := s.connect(ctx); err != nil {
 		return nil, err
 	}
