@@ -28,4 +28,22 @@
 // [Store.WithTx] returns a store whose operations run inside a caller's
 // transaction on the writer ([Store.DB]), so a local write and its record
 // commit or roll back together: exactly-once for local effects.
+//
+// # Decisions where the contract is silent
+//
+//   - Claim refuses an empty AttemptID (a retried claim could not recognise
+//     its own row) and an invalid key ([idem.ErrInvalidKey]); both are
+//     caller errors, not [idem.ErrStoreUnavailable].
+//   - Claim is up to three single statements on the writer (INSERT … ON
+//     CONFLICT DO NOTHING RETURNING; a conditional UPDATE of an expired
+//     terminal row; a read), each atomic on its own, repeated in a bounded
+//     loop if the row changes between them. No transaction is needed: the
+//     primary key decides every insert.
+//   - Finish of an absent record returns [idem.ErrFenced] (the record was
+//     released or swept: the attempt no longer holds anything).
+//   - Resolve with Release returns the deleted record.
+//   - Sweep with Limit <= 0 deletes every expired record in one statement.
+//   - Hot statements are prepared once per connection; a [TxStore] runs
+//     unprepared statements on the caller's transaction and, having to see
+//     its own uncommitted rows, skips the reader replay check.
 package sqlitestore
