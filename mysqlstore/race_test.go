@@ -18,7 +18,7 @@ import (
 // Every key must be claimed exactly once and no call may fail.
 func TestClaimRaceOneWinnerPerKey(t *testing.T) {
 	f := newFixture(t)
-	const goroutines, nkeys = 64, 150
+	const goroutines, nkeys = 64, 60
 	var wins [nkeys]atomic.Int32
 	var failures atomic.Int32
 	var wg sync.WaitGroup
