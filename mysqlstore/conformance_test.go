@@ -13,7 +13,7 @@ import (
 
 // sharedPool opens one pool for a test and its subtests, configured as
 // Open configures its own.
-func sharedPool(t *testing.T) *sql.DB {
+func sharedPool(t testing.TB) *sql.DB {
 	t.Helper()
 	dsn := testenv.MySQL.Need(t)
 	db, err := sql.Open("mysql", withParam(dsn, "interpolateParams=true"))
