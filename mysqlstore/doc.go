@@ -30,6 +30,14 @@
 // bumps the fence. The claim loops, boundedly, until it returns a record:
 // when the row disappears between the INSERT and the read, it starts again.
 //
+// Departure from the design's performance model: a replay there costs one
+// round trip. MySQL has no single statement that inserts or returns the
+// existing row without writing (INSERT … RETURNING fails on a duplicate;
+// ON DUPLICATE KEY UPDATE writes), so a replay here costs two round trips,
+// and still no write. Reading first would make replays one round trip and
+// every first request three (read, insert, finish); first requests are the
+// common case, so the store inserts first.
+//
 // Outcome writes (Finish, Resolve) read the record, decide in Go, and write
 // with an UPDATE conditioned on the fence, attempt and state that were read;
 // Release, Heartbeat and SetMark write first and read only when nothing
