@@ -26,11 +26,11 @@ const DefaultListen = "127.0.0.1:8787"
 
 type proxyOpts struct {
 	listen, upstream, store, admin, scopeHeader, inFlight string
-	methods, releaseStatus                                 string
-	requireKey, migrate                                    bool
-	wait, lease, ttl, shutdown                             *time.Duration
-	cover                                                  coverFlag
-	maxBody, maxResponse                                   int64
+	methods, releaseStatus                                string
+	requireKey, migrate                                   bool
+	wait, lease, ttl, shutdown                            *time.Duration
+	cover                                                 coverFlag
+	maxBody, maxResponse                                  int64
 }
 
 func cmdProxy(ctx context.Context, e *env, args []string) int {
