@@ -64,6 +64,8 @@ type proc struct {
 	mu    sync.Mutex
 	log   bytes.Buffer
 	done  chan error
+	// exited is closed once the process has been waited for.
+	exited chan struct{}
 }
 
 var addrRE = regexp.MustCompile(`msg="idem proxy (admin )?listening" addr=(\S+)`)
@@ -79,7 +81,7 @@ func startProxy(t *testing.T, args ...string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, done: make(chan error, 1)}
+	p := &proc{cmd: cmd, done: make(chan error, 1), exited: make(chan struct{})}
 	ready := make(chan struct{})
 	wantAdmin := strings.Contains(strings.Join(args, " "), "--admin")
 	go func() {
@@ -103,13 +105,13 @@ func startProxy(t *testing.T, args ...string) *proc {
 				close(ready)
 			}
 		}
-		p.done <- cmd.Wait()
+		err := cmd.Wait()
+		close(p.exited)
+		p.done <- err
 	}()
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
+		_ = cmd.Process.Kill() // fails harmlessly when it already exited
+		<-p.exited
 	})
 	select {
 	case <-ready:

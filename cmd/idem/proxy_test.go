@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 func proxyStores(t *testing.T) map[string]func(t *testing.T) string {
 	return map[string]func(t *testing.T) string{
 		"memory": func(*testing.T) string { return "memory://" },
+		"sqlite": func(t *testing.T) string { return "sqlite://" + filepath.Join(t.TempDir(), "idem.db") },
 	}
 }
 

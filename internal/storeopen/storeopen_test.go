@@ -107,3 +107,29 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestOpenSQLite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := "sqlite://" + t.TempDir() + "/idem.db"
+	if _, err := Open(ctx, dsn, Options{MustExist: true}); err == nil || !strings.Contains(err.Error(), "idem migrate") {
+		t.Fatalf("MustExist on a missing file: %v", err)
+	}
+	st, err := Open(ctx, dsn, Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Get(ctx, "", "k"); !errors.Is(err, idem.ErrNotFound) {
+		t.Fatalf("Get on a fresh sqlite store: %v", err)
+	}
+	st.Close()
+	st, err = Open(ctx, dsn, Options{MustExist: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	sql, err := MigrationsSQL(dsn)
+	if err != nil || !strings.Contains(strings.ToUpper(sql), "CREATE TABLE") {
+		t.Fatalf("MigrationsSQL: %v\n%s", err, sql)
+	}
+}
