@@ -167,3 +167,5 @@ func Release(err error) error { return &markedError{mark: ErrReleased, err: err}
 // Unknown wraps err to say the effect may or may not have happened: the
 // record becomes unknown and waits for recovery or reconciliation.
 func Unknown(err error) error { return &markedError{mark: ErrUnknown, err: err} }
+
+func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }

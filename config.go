@@ -1,0 +1,120 @@
+package idem
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+)
+
+// Config configures an [Engine]. The zero value works; defaults are filled in
+// by [New].
+type Config struct {
+	// TTL is how long succeeded and failed records replay, counted from the
+	// moment the outcome was recorded. After it, the key is a new intent. It
+	// is a correctness parameter: see Cover. Defaults to 24h.
+	TTL time.Duration
+	// Cover names the windows TTL must cover (the longest client retry
+	// chain, a queue's dead-letter replay window, a provider's dispute
+	// window). New refuses a TTL shorter than any of them, naming the window.
+	// Defaults to none.
+	Cover map[string]time.Duration
+	// Lease is how long an attempt may hold in_progress without a heartbeat
+	// before readers treat it as unknown. The engine heartbeats every third
+	// of it while the effect runs. Defaults to 30s.
+	Lease time.Duration
+	// InFlight is the default policy for a duplicate that arrives while the
+	// first attempt runs. Defaults to InFlightReject.
+	InFlight InFlightPolicy
+	// Wait bounds how long an InFlightWait duplicate waits. Defaults to 10s.
+	Wait time.Duration
+	// RetryAfter is the hint given with ErrInFlight and unknown outcomes.
+	// Defaults to 1s.
+	RetryAfter time.Duration
+	// FinishTimeout bounds the work that records an outcome after the
+	// caller's context has ended (it runs under context.WithoutCancel).
+	// Defaults to 10s.
+	FinishTimeout time.Duration
+	// StoreRetries is how many times a store call that failed is retried
+	// (with the same attempt id, so a write whose answer was lost is
+	// recognised). Defaults to 2.
+	StoreRetries int
+	// PollMin and PollMax bound the capped exponential backoff waiters use
+	// when the store has no notifications (and as a fallback when it does).
+	// Default to 5ms and 500ms.
+	PollMin, PollMax time.Duration
+	// Clock returns the current time. Defaults to time.Now.
+	Clock func() time.Time
+	// Observer receives events for metrics and traces. Defaults to none.
+	Observer Observer
+	// Logger receives structured logs; keys are logged as hashes. Defaults
+	// to discarding logs.
+	Logger *slog.Logger
+	// Codec encodes typed results for [Do]. Defaults to JSON.
+	Codec Codec
+}
+
+func (c *Config) fill() error {
+	if c.TTL == 0 {
+		c.TTL = 24 * time.Hour
+	}
+	if c.Lease == 0 {
+		c.Lease = 30 * time.Second
+	}
+	if c.InFlight == InFlightDefault {
+		c.InFlight = InFlightReject
+	}
+	if c.Wait == 0 {
+		c.Wait = 10 * time.Second
+	}
+	if c.RetryAfter == 0 {
+		c.RetryAfter = time.Second
+	}
+	if c.FinishTimeout == 0 {
+		c.FinishTimeout = 10 * time.Second
+	}
+	if c.StoreRetries == 0 {
+		c.StoreRetries = 2
+	}
+	if c.PollMin == 0 {
+		c.PollMin = 5 * time.Millisecond
+	}
+	if c.PollMax == 0 {
+		c.PollMax = 500 * time.Millisecond
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Codec == nil {
+		c.Codec = JSONCodec
+	}
+	var errs []error
+	for name, d := range map[string]time.Duration{
+		"TTL": c.TTL, "Lease": c.Lease, "Wait": c.Wait, "RetryAfter": c.RetryAfter,
+		"FinishTimeout": c.FinishTimeout, "PollMin": c.PollMin, "PollMax": c.PollMax,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("idem: Config.%s must not be negative, got %s", name, d))
+		}
+	}
+	if c.StoreRetries < 0 {
+		errs = append(errs, fmt.Errorf("idem: Config.StoreRetries must not be negative, got %d", c.StoreRetries))
+	}
+	if c.InFlight != InFlightReject && c.InFlight != InFlightWait {
+		errs = append(errs, fmt.Errorf("idem: Config.InFlight: unknown policy %d", c.InFlight))
+	}
+	if c.PollMax < c.PollMin {
+		errs = append(errs, fmt.Errorf("idem: Config.PollMax (%s) is below PollMin (%s)", c.PollMax, c.PollMin))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return ValidateRetention(c.TTL, c.Cover)
+}

@@ -1,0 +1,340 @@
+package idem
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// Engine runs intents: claim → effect → record outcome → return. A
+// duplicate gets the recorded outcome and is told it was a replay. An Engine
+// is safe for concurrent use.
+type Engine struct {
+	store Store
+	cfg   Config
+
+	closed  atomic.Bool
+	flights flightGroup
+}
+
+// New returns an engine over store. It fails when the configuration is
+// invalid, including a TTL shorter than a window it must cover
+// ([ErrRetentionTooShort]).
+func New(store Store, cfg Config) (*Engine, error) {
+	if store == nil {
+		return nil, errors.New("idem: New: store is nil")
+	}
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	e := &Engine{store: store, cfg: cfg}
+	e.flights.init(e)
+	return e, nil
+}
+
+// Store returns the engine's store.
+func (e *Engine) Store() Store { return e.store }
+
+// Config returns the engine's configuration with defaults filled in.
+func (e *Engine) Config() Config { return e.cfg }
+
+// WithStore returns an engine with the same configuration over another
+// store, typically a transaction-bound view of the same database (see the
+// SQL stores' WithTx), so that a local effect and its record commit together.
+func (e *Engine) WithStore(s Store) *Engine {
+	n := &Engine{store: s, cfg: e.cfg}
+	n.flights.init(n)
+	return n
+}
+
+// Close stops the engine's background waits. Calls after Close return
+// ErrClosed. It does not close the store.
+func (e *Engine) Close() error {
+	e.closed.Store(true)
+	e.flights.closeAll()
+	return nil
+}
+
+// Request describes one intent.
+type Request struct {
+	// Scope is who the key belongs to (tenant, principal). Uniqueness is on
+	// (Scope, Key); one scope never sees another's record.
+	Scope string
+	// Key is the intent's identity; validated by the engine.
+	Key Key
+	// Fingerprint is the hash of the canonical request. The same key with
+	// another fingerprint is refused with ErrMismatch.
+	Fingerprint Fingerprint
+	// Operation names the operation, for metrics and logs.
+	Operation string
+	// Intent, when set, is written with the claim before the effect runs.
+	Intent *Intent
+	// Policy overrides the engine's defaults for this operation.
+	Policy Policy
+}
+
+// Result describes how an intent ended.
+type Result struct {
+	// Value is the recorded value (succeeded) or failure message (failed).
+	Value []byte
+	// State is StateSucceeded or StateFailed.
+	State State
+	// Replayed is true when the effect did not run in this call and the
+	// recorded outcome was returned.
+	Replayed bool
+	// Record is the record as last seen by the engine.
+	Record Record
+}
+
+// Handler is an effect that returns raw bytes to record.
+type Handler func(ctx context.Context, a *Attempt) ([]byte, error)
+
+// DoBytes runs req's effect at most once per intent and returns the
+// recorded outcome. See the package documentation for how the handler's
+// return maps to a state:
+//   - nil error: succeeded; the value is recorded and replayed.
+//   - an error wrapped with [Release]: no effect happened; the claim is
+//     deleted and the error returned.
+//   - an error wrapped with [Unknown], a context deadline or cancellation,
+//     a timeout, or a panic: unknown (a panic is re-raised after recording).
+//   - any other error: failed; its message is recorded and the error is
+//     returned as a [*FailureError] (on replays too).
+//
+// Errors from DoBytes itself: [ErrInvalidKey], [ErrMismatch], [ErrInFlight],
+// [ErrUnknownOutcome], [ErrFenced] (the effect ran but the claim was taken
+// over before the outcome was recorded), [ErrStoreUnavailable], [ErrClosed].
+func (e *Engine) DoBytes(ctx context.Context, req Request, h Handler) (Result, error) {
+	start := e.cfg.Clock()
+	res, out, err := e.do(ctx, &req, h)
+	e.cfg.Observer.Observe(ctx, Event{
+		Kind: EventOutcome, Outcome: out, Operation: req.Operation,
+		Scope: req.Scope, Key: string(req.Key), Duration: e.cfg.Clock().Sub(start), Err: err,
+	})
+	return res, err
+}
+
+func (e *Engine) do(ctx context.Context, req *Request, h Handler) (Result, Outcome, error) {
+	if e.closed.Load() {
+		return Result{}, OutcomeError, ErrClosed
+	}
+	if h == nil {
+		return Result{}, OutcomeError, errors.New("idem: DoBytes: handler is nil")
+	}
+	if err := ValidateKey(string(req.Key)); err != nil {
+		return Result{}, OutcomeError, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, OutcomeError, err
+	}
+	pol := e.policy(req.Policy)
+	var intent []byte
+	if req.Intent != nil {
+		b, err := json.Marshal(req.Intent)
+		if err != nil {
+			return Result{}, OutcomeError, fmt.Errorf("idem: encode intent: %w", err)
+		}
+		intent = b
+	}
+	attemptID := newAttemptID()
+	var waitDeadline time.Time
+	for {
+		now := e.now()
+		cr, err := e.claim(ctx, ClaimParams{
+			Scope: req.Scope, Key: string(req.Key), Fingerprint: req.Fingerprint,
+			AttemptID: attemptID, Intent: intent, Now: now, LeaseUntil: now.Add(pol.Lease),
+		})
+		if err != nil {
+			e.abandonClaim(ctx, req, attemptID)
+			return Result{}, OutcomeError, err
+		}
+		rec := cr.Record
+		if cr.Claimed {
+			return e.run(ctx, req, pol, rec, h, false)
+		}
+		if rec.Fingerprint != req.Fingerprint {
+			return Result{}, OutcomeMismatch, &MismatchError{Scope: req.Scope, Key: string(req.Key), Record: &rec}
+		}
+		switch rec.State {
+		case StateSucceeded:
+			return Result{Value: rec.Result, State: rec.State, Replayed: true, Record: rec}, OutcomeReplay, nil
+		case StateFailed:
+			return Result{Value: rec.Result, State: rec.State, Replayed: true, Record: rec}, OutcomeReplay,
+				&FailureError{Message: string(rec.Result), Replayed: true}
+		case StateUnknown:
+			return e.onUnknown(ctx, req, pol, rec, h)
+		}
+		// In progress.
+		if rec.LeaseExpired(now) {
+			urec, err := e.markUnknown(ctx, rec, now)
+			if errors.Is(err, ErrFenced) {
+				continue // the record moved on; look again
+			}
+			if err != nil {
+				return Result{}, OutcomeError, err
+			}
+			return e.onUnknown(ctx, req, pol, *urec, h)
+		}
+		if pol.InFlight == InFlightReject {
+			return Result{}, OutcomeConflict, &InFlightError{Scope: req.Scope, Key: string(req.Key), RetryAfter: e.cfg.RetryAfter}
+		}
+		if waitDeadline.IsZero() {
+			waitDeadline = time.Now().Add(pol.Wait)
+		}
+		if err := e.wait(ctx, req.Scope, string(req.Key), waitDeadline); err != nil {
+			if errors.Is(err, ErrInFlight) {
+				return Result{}, OutcomeConflict, &InFlightError{Scope: req.Scope, Key: string(req.Key), RetryAfter: e.cfg.RetryAfter}
+			}
+			return Result{}, OutcomeError, err
+		}
+		// Loop: claim again. A released key is free (one waiter wins),
+		// a recorded outcome replays, an unknown is reported.
+	}
+}
+
+func (e *Engine) policy(p Policy) Policy {
+	if p.InFlight == InFlightDefault {
+		p.InFlight = e.cfg.InFlight
+	}
+	if p.Wait <= 0 {
+		p.Wait = e.cfg.Wait
+	}
+	if p.Lease <= 0 {
+		p.Lease = e.cfg.Lease
+	}
+	return p
+}
+
+// now is the engine clock truncated to the precision stores keep.
+func (e *Engine) now() time.Time { return e.cfg.Clock().UTC().Truncate(time.Microsecond) }
+
+// onUnknown re-drives a re-drivable operation under a new fence with the
+// same key, or reports the unknown outcome.
+func (e *Engine) onUnknown(ctx context.Context, req *Request, pol Policy, rec Record, h Handler) (Result, Outcome, error) {
+	if !pol.Redrivable {
+		return Result{Record: rec}, OutcomeUnknown, &UnknownOutcomeError{Scope: req.Scope, Key: string(req.Key), Record: &rec, RetryAfter: e.cfg.RetryAfter}
+	}
+	now := e.now()
+	nrec, err := e.resolve(ctx, ResolveParams{
+		Scope: rec.Scope, Key: rec.Key, Fence: rec.Fence, From: []State{StateUnknown},
+		To: StateInProgress, AttemptID: newAttemptID(), Now: now, LeaseUntil: now.Add(pol.Lease),
+	})
+	if err != nil {
+		if errors.Is(err, ErrFenced) || errors.Is(err, ErrNotFound) {
+			// Someone else re-drove or resolved it first.
+			return Result{Record: rec}, OutcomeConflict, &InFlightError{Scope: req.Scope, Key: string(req.Key), RetryAfter: e.cfg.RetryAfter}
+		}
+		return Result{}, OutcomeError, err
+	}
+	return e.run(ctx, req, pol, *nrec, h, true)
+}
+
+// run executes the effect under the claim rec and records its outcome.
+func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, h Handler, redrive bool) (res Result, out Outcome, err error) {
+	in, _ := DecodeIntent(rec.Intent)
+	att := &Attempt{Scope: rec.Scope, Key: Key(rec.Key), Fence: rec.Fence, ID: rec.AttemptID, Intent: in, Redrive: redrive}
+	// Finishing work outlives the caller: a cancelled caller never turns a
+	// started effect into a release.
+	fin := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), e.cfg.FinishTimeout)
+	}
+	if err := ctx.Err(); err != nil {
+		// The effect has not started: releasing is the truth.
+		fctx, cancel := fin()
+		defer cancel()
+		_ = e.release(fctx, rec)
+		return Result{}, OutcomeReleased, err
+	}
+
+	effCtx, cancelEff := context.WithCancelCause(ctx)
+	defer cancelEff(nil)
+	if pol.Timeout > 0 {
+		var c context.CancelFunc
+		effCtx, c = context.WithTimeout(effCtx, pol.Timeout)
+		defer c()
+	}
+	hb := e.startHeartbeat(effCtx, rec, pol.Lease, cancelEff)
+	att.heartbeat = hb.beat
+	e.cfg.Observer.Observe(ctx, Event{Kind: EventInFlight, Delta: 1, Operation: req.Operation})
+	defer e.cfg.Observer.Observe(ctx, Event{Kind: EventInFlight, Delta: -1, Operation: req.Operation})
+
+	defer func() {
+		if p := recover(); p != nil {
+			hb.stop()
+			fctx, cancel := fin()
+			defer cancel()
+			if _, ferr := e.finish(fctx, rec, StateUnknown, nil); ferr != nil {
+				e.cfg.Logger.Error("idem: record unknown after panic", "key_hash", hashForLog(rec.Scope, rec.Key), "err", ferr)
+			}
+			e.cfg.Observer.Observe(ctx, Event{Kind: EventOutcome, Outcome: OutcomeUnknown, Operation: req.Operation, Scope: req.Scope, Key: string(req.Key)})
+			e.flights.poke(rec.Scope, rec.Key)
+			panic(p)
+		}
+	}()
+	val, herr := h(effCtx, att)
+	hb.stop()
+	if cause := context.Cause(effCtx); herr != nil && errors.Is(cause, ErrFenced) {
+		herr = Unknown(herr)
+	}
+
+	fctx, cancel := fin()
+	defer cancel()
+	defer e.flights.poke(rec.Scope, rec.Key)
+	switch {
+	case herr == nil:
+		frec, ferr := e.finish(fctx, rec, StateSucceeded, val)
+		if ferr != nil {
+			return e.finishFailed(ferr)
+		}
+		return Result{Value: val, State: StateSucceeded, Record: *frec}, OutcomeFirst, nil
+	case errors.Is(herr, ErrReleased):
+		if rerr := e.release(fctx, rec); rerr != nil {
+			return e.finishFailed(rerr)
+		}
+		return Result{}, OutcomeReleased, herr
+	case errors.Is(herr, ErrUnknown) || errors.Is(herr, context.Canceled) || errors.Is(herr, context.DeadlineExceeded):
+		if _, ferr := e.finish(fctx, rec, StateUnknown, nil); ferr != nil && !errors.Is(ferr, ErrFenced) {
+			e.cfg.Logger.Error("idem: record unknown", "key_hash", hashForLog(rec.Scope, rec.Key), "err", ferr)
+		}
+		return Result{Record: rec}, OutcomeUnknown, &UnknownOutcomeError{Scope: req.Scope, Key: string(req.Key), Record: &rec, RetryAfter: e.cfg.RetryAfter}
+	default:
+		msg := herr.Error()
+		frec, ferr := e.finish(fctx, rec, StateFailed, []byte(msg))
+		if ferr != nil {
+			return e.finishFailed(ferr)
+		}
+		return Result{Value: []byte(msg), State: StateFailed, Record: *frec}, OutcomeFailed, &FailureError{Message: msg, Err: herr}
+	}
+}
+
+// finishFailed reports an outcome that could not be recorded. The effect may
+// have run; the record stays in_progress and becomes unknown after its lease,
+// so it is never run again by a duplicate.
+func (e *Engine) finishFailed(err error) (Result, Outcome, error) {
+	if errors.Is(err, ErrFenced) {
+		return Result{}, OutcomeFenced, err
+	}
+	return Result{}, OutcomeUnknown, err
+}
+
+// abandonClaim cleans up after a claim whose answer was lost: if the claim
+// did commit under our attempt id, no effect has run, so releasing is true.
+func (e *Engine) abandonClaim(ctx context.Context, req *Request, attemptID string) {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.FinishTimeout)
+	defer cancel()
+	rec, err := e.store.Get(fctx, req.Scope, string(req.Key))
+	if err != nil || rec.AttemptID != attemptID || rec.State != StateInProgress {
+		return
+	}
+	_ = e.release(fctx, *rec)
+}
+
+func newAttemptID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

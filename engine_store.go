@@ -1,0 +1,178 @@
+package idem
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"time"
+)
+
+// retry calls op, retrying store failures (not ctx errors or contract
+// answers) up to StoreRetries times. Retried writes carry the same fence and
+// attempt id, so a write whose answer was lost is recognised by the store.
+func (e *Engine) retry(ctx context.Context, name string, op func() error) error {
+	var err error
+	for i := 0; ; i++ {
+		start := time.Now()
+		err = op()
+		e.cfg.Observer.Observe(ctx, Event{Kind: EventStore, StoreOp: name, Duration: time.Since(start), Err: err})
+		if err == nil || !retryable(ctx, err) || i >= e.cfg.StoreRetries {
+			break
+		}
+		t := time.NewTimer(time.Duration(i+1) * 10 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return wrapStore(name, ctx.Err())
+		case <-t.C:
+		}
+	}
+	return wrapStore(name, err)
+}
+
+func retryable(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	switch {
+	case errors.Is(err, ErrFenced), errors.Is(err, ErrNotFound), errors.Is(err, ErrClosed),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	}
+	return true
+}
+
+// wrapStore marks backend failures as ErrStoreUnavailable while letting the
+// contract's own answers through unchanged.
+func wrapStore(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	switch {
+	case errors.Is(err, ErrFenced), errors.Is(err, ErrNotFound), errors.Is(err, ErrClosed),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, ErrStoreUnavailable):
+		return err
+	}
+	return &StoreError{Op: op, Err: err}
+}
+
+func (e *Engine) claim(ctx context.Context, p ClaimParams) (ClaimResult, error) {
+	var cr ClaimResult
+	err := e.retry(ctx, "claim", func() (err error) {
+		cr, err = e.store.Claim(ctx, p)
+		return err
+	})
+	return cr, err
+}
+
+func (e *Engine) finish(ctx context.Context, rec Record, st State, val []byte) (*Record, error) {
+	now := e.now()
+	p := FinishParams{Scope: rec.Scope, Key: rec.Key, Fence: rec.Fence, AttemptID: rec.AttemptID,
+		State: st, Result: val, CompletedAt: now}
+	if st.Terminal() {
+		// Retention counts from the moment the outcome is recorded.
+		p.ExpiresAt = now.Add(e.cfg.TTL)
+	}
+	var out *Record
+	err := e.retry(ctx, "finish", func() (err error) {
+		out, err = e.store.Finish(ctx, p)
+		return err
+	})
+	return out, err
+}
+
+func (e *Engine) markUnknown(ctx context.Context, rec Record, now time.Time) (*Record, error) {
+	var out *Record
+	err := e.retry(ctx, "mark_unknown", func() (err error) {
+		out, err = e.store.Finish(ctx, FinishParams{Scope: rec.Scope, Key: rec.Key, Fence: rec.Fence,
+			AttemptID: rec.AttemptID, State: StateUnknown, CompletedAt: now})
+		return err
+	})
+	if err == nil {
+		e.cfg.Logger.Warn("idem: lease expired; record marked unknown", "key_hash", hashForLog(rec.Scope, rec.Key), "fence", rec.Fence)
+		e.flights.poke(rec.Scope, rec.Key)
+	}
+	return out, err
+}
+
+func (e *Engine) release(ctx context.Context, rec Record) error {
+	return e.retry(ctx, "release", func() error {
+		return e.store.Release(ctx, ReleaseParams{Scope: rec.Scope, Key: rec.Key, Fence: rec.Fence, AttemptID: rec.AttemptID})
+	})
+}
+
+func (e *Engine) resolve(ctx context.Context, p ResolveParams) (*Record, error) {
+	var out *Record
+	err := e.retry(ctx, "resolve", func() (err error) {
+		out, err = e.store.Resolve(ctx, p)
+		return err
+	})
+	return out, err
+}
+
+func (e *Engine) get(ctx context.Context, scope, key string) (*Record, error) {
+	var out *Record
+	err := e.retry(ctx, "get", func() (err error) {
+		out, err = e.store.Get(ctx, scope, key)
+		return err
+	})
+	return out, err
+}
+
+// heartbeater extends an attempt's lease while its effect runs.
+type heartbeater struct {
+	beat func(ctx context.Context) error
+	done chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+func (h *heartbeater) stop() {
+	h.once.Do(func() { close(h.done) })
+	h.wg.Wait()
+}
+
+// startHeartbeat extends rec's lease every third of lease. When the store
+// says the attempt is fenced, the effect's context is cancelled with
+// ErrFenced: another attempt owns the key now.
+func (e *Engine) startHeartbeat(ctx context.Context, rec Record, lease time.Duration, cancel context.CancelCauseFunc) *heartbeater {
+	h := &heartbeater{done: make(chan struct{})}
+	h.beat = func(ctx context.Context) error {
+		err := e.retry(ctx, "heartbeat", func() error {
+			return e.store.Heartbeat(ctx, HeartbeatParams{Scope: rec.Scope, Key: rec.Key, Fence: rec.Fence,
+				AttemptID: rec.AttemptID, LeaseUntil: e.now().Add(lease)})
+		})
+		if errors.Is(err, ErrFenced) {
+			cancel(ErrFenced)
+		}
+		return err
+	}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		t := time.NewTicker(lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-h.done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := h.beat(ctx); errors.Is(err, ErrFenced) {
+					return
+				}
+			}
+		}
+	}()
+	return h
+}
+
+// hashForLog hides a key and scope in logs while keeping them correlatable.
+func hashForLog(scope, key string) string {
+	s := sha256.Sum256([]byte(scope + "\x00" + key))
+	return hex.EncodeToString(s[:8])
+}

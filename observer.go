@@ -1,0 +1,81 @@
+package idem
+
+import (
+	"context"
+	"time"
+)
+
+// Outcome classifies what one engine call did, for metrics and traces.
+type Outcome string
+
+// The outcomes an engine call reports. Names are stable: metric labels use
+// them.
+const (
+	OutcomeFirst    Outcome = "first"    // the effect ran and succeeded
+	OutcomeReplay   Outcome = "replay"   // a recorded outcome was returned
+	OutcomeConflict Outcome = "conflict" // in flight elsewhere; rejected or wait bound passed
+	OutcomeMismatch Outcome = "mismatch" // same key, different fingerprint
+	OutcomeReleased Outcome = "released" // the handler said no effect happened
+	OutcomeFailed   Outcome = "failed"   // the effect ran and failed; recorded
+	OutcomeUnknown  Outcome = "unknown"  // the outcome could not be decided
+	OutcomeFenced   Outcome = "fenced"   // the attempt lost its claim before recording
+	OutcomeError    Outcome = "error"    // the store failed; nothing was run
+)
+
+// EventKind says which fields of an [Event] are set.
+type EventKind int
+
+// Event kinds.
+const (
+	// EventOutcome: one engine call ended. Outcome, Operation, Scope, Key,
+	// Duration (whole call), Err.
+	EventOutcome EventKind = iota + 1
+	// EventStore: one store operation ended. StoreOp, Duration, Err.
+	EventStore
+	// EventWait: a duplicate waited for an in-flight attempt. Duration.
+	EventWait
+	// EventInFlight: an effect started (Delta +1) or ended (Delta -1).
+	EventInFlight
+)
+
+// Event is what the engine reports to an [Observer]. Scope and Key are the
+// raw values; adapters that export them must hash them.
+type Event struct {
+	Kind      EventKind
+	Outcome   Outcome
+	Operation string
+	Scope     string
+	Key       string
+	StoreOp   string
+	Duration  time.Duration
+	Delta     int
+	Err       error
+}
+
+// Observer receives engine events, so that metrics and tracing adapters
+// attach without the core importing them. Observe is called synchronously on
+// the hot path and must be fast and safe for concurrent use.
+type Observer interface {
+	Observe(ctx context.Context, ev Event)
+}
+
+// ObserverFunc adapts a function to [Observer].
+type ObserverFunc func(ctx context.Context, ev Event)
+
+// Observe calls f.
+func (f ObserverFunc) Observe(ctx context.Context, ev Event) { f(ctx, ev) }
+
+// Observers fans events out to several observers in order.
+func Observers(obs ...Observer) Observer {
+	return ObserverFunc(func(ctx context.Context, ev Event) {
+		for _, o := range obs {
+			if o != nil {
+				o.Observe(ctx, ev)
+			}
+		}
+	})
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Observe(context.Context, Event) {}

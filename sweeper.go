@@ -1,0 +1,116 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// SweeperConfig configures a [Sweeper].
+type SweeperConfig struct {
+	// Interval between sweeps. Defaults to 1m.
+	Interval time.Duration
+	// BatchSize bounds each delete. Defaults to 1000.
+	BatchSize int
+	// Clock returns the current time. Defaults to time.Now.
+	Clock func() time.Time
+	// Logger receives one line per sweep that deleted something. Defaults
+	// to discarding logs.
+	Logger *slog.Logger
+	// OnSweep, when set, is called after each RunOnce with the number of
+	// records deleted (a test signal instead of sleeps).
+	OnSweep func(deleted int, err error)
+}
+
+// Sweeper deletes expired succeeded and failed records in bounded batches.
+// It never touches in_progress or unknown records: the store's Sweep decides
+// that in the delete itself.
+type Sweeper struct {
+	store Store
+	cfg   SweeperConfig
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewSweeper returns a sweeper over store.
+func NewSweeper(store Store, cfg SweeperConfig) *Sweeper {
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Minute
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 1000
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Sweeper{store: store, cfg: cfg}
+}
+
+// RunOnce sweeps in batches until a batch deletes fewer than BatchSize
+// records, and returns the total deleted.
+func (s *Sweeper) RunOnce(ctx context.Context) (int, error) {
+	total := 0
+	now := s.cfg.Clock().UTC().Truncate(time.Microsecond)
+	for {
+		n, err := s.store.Sweep(ctx, SweepParams{Now: now, Limit: s.cfg.BatchSize})
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if n < s.cfg.BatchSize {
+			return total, nil
+		}
+	}
+}
+
+// Start runs RunOnce every Interval until Stop or ctx ends. Starting a
+// running sweeper is an error.
+func (s *Sweeper) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancel != nil {
+		return errors.New("idem: sweeper already started")
+	}
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.done = make(chan struct{})
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(s.cfg.Interval)
+		defer t.Stop()
+		for {
+			n, err := s.RunOnce(ctx)
+			if n > 0 || err != nil {
+				s.cfg.Logger.Info("idem: sweep", "deleted", n, "err", err)
+			}
+			if s.cfg.OnSweep != nil {
+				s.cfg.OnSweep(n, err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return nil
+}
+
+// Stop stops a started sweeper and waits for it to finish.
+func (s *Sweeper) Stop() {
+	s.mu.Lock()
+	cancel, done := s.cancel, s.done
+	s.cancel = nil
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}

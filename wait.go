@@ -1,0 +1,158 @@
+package idem
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// flightGroup shares one watch per (scope, key) among all waiters of this
+// engine, so that N waiters cost one store read per wake-up, not N.
+type flightGroup struct {
+	e  *Engine
+	mu sync.Mutex
+	m  map[string]*flight
+}
+
+type flight struct {
+	done   chan struct{} // closed when the record is no longer live in_progress
+	pokeC  chan struct{} // this engine recorded something for the key
+	refs   int
+	cancel context.CancelFunc
+	err    error
+}
+
+func (g *flightGroup) init(e *Engine) { g.e = e; g.m = make(map[string]*flight) }
+
+func flightKey(scope, key string) string { return scope + "\x00" + key }
+
+// wait blocks until the record for (scope, key) is no longer a live
+// in_progress record, until deadline (ErrInFlight), or until ctx ends.
+func (e *Engine) wait(ctx context.Context, scope, key string, deadline time.Time) error {
+	start := time.Now()
+	defer func() {
+		e.cfg.Observer.Observe(ctx, Event{Kind: EventWait, Scope: scope, Key: key, Duration: time.Since(start)})
+	}()
+	f := e.flights.join(scope, key)
+	defer e.flights.leave(scope, key, f)
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return ErrInFlight
+	}
+}
+
+func (g *flightGroup) join(scope, key string) *flight {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	k := flightKey(scope, key)
+	f := g.m[k]
+	if f == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		f = &flight{done: make(chan struct{}), pokeC: make(chan struct{}, 1), cancel: cancel}
+		g.m[k] = f
+		go g.watch(ctx, scope, key, f)
+	}
+	f.refs++
+	return f
+}
+
+func (g *flightGroup) leave(scope, key string, f *flight) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	f.refs--
+	if f.refs == 0 {
+		f.cancel()
+		if g.m[flightKey(scope, key)] == f {
+			delete(g.m, flightKey(scope, key))
+		}
+	}
+}
+
+// poke tells a local flight that this engine just wrote the record.
+func (g *flightGroup) poke(scope, key string) {
+	g.mu.Lock()
+	f := g.m[flightKey(scope, key)]
+	g.mu.Unlock()
+	if f != nil {
+		select {
+		case f.pokeC <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (g *flightGroup) closeAll() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for k, f := range g.m {
+		f.cancel()
+		delete(g.m, k)
+	}
+}
+
+// watch reads the record on each wake-up — a local poke, a store
+// notification, the lease deadline, or capped backoff — and settles the
+// flight once the record is not a live in_progress record.
+func (g *flightGroup) watch(ctx context.Context, scope, key string, f *flight) {
+	e := g.e
+	var notify <-chan struct{}
+	if n, ok := e.store.(Notifier); ok {
+		ch, cancel, err := n.Subscribe(ctx, scope, key)
+		if err == nil {
+			notify = ch
+			defer cancel()
+		}
+	}
+	settle := func(err error) {
+		g.mu.Lock()
+		if g.m[flightKey(scope, key)] == f {
+			delete(g.m, flightKey(scope, key))
+		}
+		g.mu.Unlock()
+		f.err = err
+		close(f.done)
+	}
+	backoff := e.cfg.PollMin
+	for {
+		rec, err := e.get(ctx, scope, key)
+		if ctx.Err() != nil {
+			return
+		}
+		var next time.Duration
+		switch {
+		case isNotFound(err):
+			settle(nil)
+			return
+		case err != nil:
+			next = backoff // store trouble: keep trying until waiters give up
+		case rec.State != StateInProgress || rec.LeaseExpired(e.now()):
+			settle(nil)
+			return
+		default:
+			next = backoff
+			if notify != nil {
+				next = e.cfg.PollMax // notifications wake us; polling is the fallback
+			}
+			if d := rec.LeaseUntil.Sub(e.now()) + time.Millisecond; d > 0 && d < next {
+				next = d
+			}
+		}
+		backoff = min(backoff*2, e.cfg.PollMax)
+		t := time.NewTimer(next)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-f.pokeC:
+		case <-notify:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
