@@ -52,6 +52,7 @@ func (b checkThenInsert) Claim(ctx context.Context, p idem.ClaimParams) (idem.Cl
 	if err != nil {
 		return idem.ClaimResult{}, wrap("claim", err)
 	}
-	rec, err = b.get(ctx, p.Scope, p.Key)
-	return idem.ClaimResult{Record: rec, Claimed: true}, wrap("claim", err)
+	rec = idem.Record{Scope: p.Scope, Key: p.Key, Fingerprint: p.Fingerprint, State: idem.StateInProgress, Fence: 1,
+		AttemptID: p.AttemptID, Intent: p.Intent, CreatedAt: p.Now, LeaseUntil: p.LeaseUntil}
+	return idem.ClaimResult{Record: rec, Claimed: true}, nil
 }

@@ -19,7 +19,11 @@ import (
 // concurrent inserter and then sees no row) must be absorbed by Claim.
 func TestHammerClaim(t *testing.T) {
 	t.Parallel()
-	const goroutines, keys = 64, 1000
+	const goroutines = 64
+	keys := 1000
+	if testing.Short() {
+		keys = 200 // the full run takes 10-50 s on a busy two-core machine
+	}
 	s := newStore(t, pgstore.Config{})
 	ctx := context.Background()
 	claims := make([]atomic.Int32, keys)

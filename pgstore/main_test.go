@@ -60,6 +60,9 @@ func testPool(t testing.TB) *pgxpool.Pool {
 	return shared.pool
 }
 
+// sharedPool is the pool made by testPool; call testPool first.
+func sharedPool() *pgxpool.Pool { return shared.pool }
+
 func closeSharedPool() {
 	if shared.pool != nil {
 		shared.pool.Close()
