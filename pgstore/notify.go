@@ -15,9 +15,16 @@ import (
 var ErrNotifyDisabled = errors.New("pgstore: notifications are disabled")
 
 // Subscribe implements [idem.Notifier]. The channel receives a value
-// (coalesced) after any committed Finish, Release or Resolve of (scope, key),
-// and spuriously after the listener connection was re-established, since
-// notifications sent while it was down are lost.
+// (coalesced) after any committed Finish, Release or Resolve of (scope, key)
+// that follows the subscription, and spuriously after the listener
+// connection was re-established, since notifications sent while it was down
+// are lost.
+//
+// To keep NOTIFY (which serializes commits database-wide) off the hot path,
+// outcomes notify only for records a waiter has flagged: Subscribe sets the
+// record's waiting flag when it is in_progress (one small write, by the
+// first waiter only). Callers re-read the record after Subscribe returns,
+// as the engine does.
 //
 // All subscriptions of a store share one dedicated listener connection
 // (outside the pool), started by the first Subscribe and stopped by Close.
@@ -31,7 +38,17 @@ func (s *Store) Subscribe(ctx context.Context, scope, key string) (<-chan struct
 	if s.lis == nil {
 		return nil, nil, ErrNotifyDisabled
 	}
-	return s.lis.subscribe(ctx, keyToken(scope, key))
+	ch, cancel, err := s.lis.subscribe(ctx, keyToken(scope, key))
+	if err != nil {
+		return nil, nil, err
+	}
+	// Flag the record only now that the listener is listening: an outcome
+	// recorded after the flag is then sure to reach this subscriber.
+	if _, err := s.ops.db.exec(ctx, s.sql.markWaiting, scope, key); err != nil {
+		cancel()
+		return nil, nil, wrap("subscribe", err)
+	}
+	return ch, cancel, nil
 }
 
 // listener owns the LISTEN connection and fans notifications out to

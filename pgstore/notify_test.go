@@ -58,20 +58,22 @@ func TestNotify(t *testing.T) {
 	t.Parallel()
 	s := newStore(t, pgstore.Config{})
 	ctx := context.Background()
+	// Waiters subscribe to records in flight, as the engine does.
+	ca := mustClaim(t, s, claimParams("a", "x", t0))
+	cb := mustClaim(t, s, claimParams("b", "x", t0))
+	cc := mustClaim(t, s, claimParams("c", "x", t0))
 	a, _ := subscribe(t, s, "a")
 	c, _ := subscribe(t, s, "c")
+	subscribe(t, s, "b") // flags b, so its outcome notifies too
 	drain(a)
 	drain(c)
 
-	cb := mustClaim(t, s, claimParams("b", "x", t0))
 	mustFinish(t, s, succeed(cb, "ok", t0, time.Hour))
-	cc := mustClaim(t, s, claimParams("c", "x", t0))
 	mustFinish(t, s, succeed(cc, "ok", t0, time.Hour))
 	mustReceive(t, c, "finish of c")
 	mustBeEmpty(t, a, "a woken by the finish of b")
 
 	// A rolled-back transaction notifies nobody.
-	ca := mustClaim(t, s, claimParams("a", "x", t0))
 	tx, err := sharedPool().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +108,7 @@ func TestNotifyReconnect(t *testing.T) {
 	t.Parallel()
 	s := newStore(t, pgstore.Config{})
 	ctx := context.Background()
+	c := mustClaim(t, s, claimParams("k", "x", t0))
 	ch, _ := subscribe(t, s, "k")
 	drain(ch)
 	pid := s.ListenerPID()
@@ -118,7 +121,6 @@ func TestNotifyReconnect(t *testing.T) {
 	if s.ListenerPID() == pid {
 		t.Fatal("listener still reports the terminated backend")
 	}
-	c := mustClaim(t, s, claimParams("k", "x", t0))
 	mustFinish(t, s, succeed(c, "ok", t0, time.Hour))
 	mustReceive(t, ch2, "finish after reconnect")
 }

@@ -17,7 +17,7 @@ type statements struct {
 	release, heartbeat            string
 	resolveUpdate, resolveDelete  string
 	setMark, get, list, sweep     string
-	sweepUnbounded                string
+	sweepUnbounded, markWaiting   string
 }
 
 // buildStatements renders the statements for table (already quoted). With
@@ -27,13 +27,15 @@ type statements struct {
 func buildStatements(table string, notify bool) statements {
 	r := strings.NewReplacer("{T}", table, "{COLS}", columns)
 	// notifyAt returns the wake-up expression taking its channel and payload
-	// from the parameters $a and $b. It yields a boolean so both variants
-	// scan the same way.
+	// from the parameters $a and $b. It notifies only when a waiter flagged
+	// the row (see markWaiting): a NOTIFY takes a database-wide lock through
+	// commit, and paying it on every outcome would serialize all commits. It
+	// yields a boolean so both variants scan the same way.
 	notifyAt := func(a, b string) string {
 		if !notify {
 			return "false"
 		}
-		return "pg_notify($" + a + "::text, $" + b + "::text) IS NULL"
+		return "CASE WHEN waiting THEN pg_notify($" + a + "::text, $" + b + "::text) IS NULL ELSE false END"
 	}
 	return statements{
 		// Insert, or return the existing row without writing. When the insert
@@ -53,7 +55,7 @@ SELECT {COLS}, false FROM {T} WHERE scope = $1 AND key = $2 AND NOT EXISTS (SELE
 		// Take over an expired terminal record. Every condition that made it
 		// reclaimable is re-checked here, against the fence that was read.
 		reclaim: r.Replace(`UPDATE {T} SET fingerprint = $3, state = 'in_progress', fence = fence + 1, attempt_id = $4,
-	intent = $5, result = NULL, mark = '', created_at = $6, lease_until = $7, completed_at = NULL, expires_at = NULL
+	intent = $5, result = NULL, mark = '', created_at = $6, lease_until = $7, completed_at = NULL, expires_at = NULL, waiting = false
 WHERE scope = $1 AND key = $2 AND fence = $8 AND state IN ('succeeded', 'failed') AND expires_at <= $6
 RETURNING {COLS}`),
 
@@ -89,6 +91,11 @@ RETURNING {COLS}, ` + notifyAt("5", "6")),
 	UPDATE {T} SET mark = $4 WHERE scope = $1 AND key = $2 AND fence = $3 RETURNING 1
 )
 SELECT (SELECT count(*) FROM upd), EXISTS (SELECT 1 FROM {T} WHERE scope = $1 AND key = $2)`),
+
+		// A waiter flags an in-flight record so that its outcome notifies.
+		// Only the first waiter writes; a record that is no longer in
+		// flight needs no flag (the waiter re-reads it).
+		markWaiting: r.Replace(`UPDATE {T} SET waiting = true WHERE scope = $1 AND key = $2 AND state = 'in_progress' AND NOT waiting`),
 
 		get: r.Replace(`SELECT {COLS} FROM {T} WHERE scope = $1 AND key = $2`),
 

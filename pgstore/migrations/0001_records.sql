@@ -18,6 +18,10 @@ CREATE TABLE {{table}} (
     lease_until  timestamptz,
     completed_at timestamptz,
     expires_at   timestamptz,
+    -- waiting is set by a waiter in another process (Store.Subscribe) while
+    -- the record is in_progress; only then does recording the outcome pay
+    -- for a NOTIFY, which serializes commits database-wide.
+    waiting      boolean NOT NULL DEFAULT false,
     CONSTRAINT {{pkey}} PRIMARY KEY (scope, key),
     CONSTRAINT {{state_check}} CHECK (state IN ('in_progress', 'succeeded', 'failed', 'unknown')),
     CONSTRAINT {{fence_check}} CHECK (fence > 0)
