@@ -17,9 +17,10 @@ const maxClaimRounds = 64
 // trap), so the concurrency test can show it exercised the retry.
 var noRowRounds atomic.Int64
 
-// Claim implements [idem.Store.Claim] with one statement on the hot path:
-// INSERT … ON CONFLICT DO NOTHING RETURNING, united with a read of the
-// existing row when the insert did nothing. A duplicate never writes.
+// Claim implements [idem.Store.Claim] with one statement on the hot path: a
+// CTE that reads the existing row and, only when it sees none, runs INSERT …
+// ON CONFLICT (scope, key) DO NOTHING RETURNING. The primary key decides
+// between concurrent claimers; a duplicate never writes.
 //
 // PostgreSQL's snapshot trap: when the insert has to wait for a concurrent
 // inserter of the same key, it then does nothing, yet the read in the same

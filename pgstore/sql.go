@@ -38,19 +38,22 @@ func buildStatements(table string, notify bool) statements {
 		return "CASE WHEN waiting THEN pg_notify($" + a + "::text, $" + b + "::text) IS NULL ELSE false END"
 	}
 	return statements{
-		// Insert, or return the existing row without writing. When the insert
-		// conflicts with a row committed after this statement's snapshot
-		// (it waited for that inserter), neither branch returns a row: the
-		// caller retries with a new snapshot (see claimOnce).
-		claim: r.Replace(`WITH ins AS (
+		// Return the existing row, or insert one; a replay is one index probe
+		// and no write (the insert is not even attempted). When the insert
+		// conflicts with a row committed after this statement's snapshot (it
+		// waited for that inserter), neither branch returns a row: the
+		// caller retries with a new snapshot (see Claim).
+		claim: r.Replace(`WITH cur AS (
+	SELECT {COLS}, false AS claimed FROM {T} WHERE scope = $1 AND key = $2
+), ins AS (
 	INSERT INTO {T} (scope, key, fingerprint, state, fence, attempt_id, intent, mark, created_at, lease_until)
-	VALUES ($1, $2, $3, 'in_progress', 1, $4, $5, '', $6, $7)
+	SELECT $1, $2, $3, 'in_progress', 1, $4, $5, '', $6, $7 WHERE NOT EXISTS (SELECT 1 FROM cur)
 	ON CONFLICT (scope, key) DO NOTHING
 	RETURNING {COLS}, true AS claimed
 )
-SELECT * FROM ins
+SELECT * FROM cur
 UNION ALL
-SELECT {COLS}, false FROM {T} WHERE scope = $1 AND key = $2 AND NOT EXISTS (SELECT 1 FROM ins)`),
+SELECT * FROM ins`),
 
 		// Take over an expired terminal record. Every condition that made it
 		// reclaimable is re-checked here, against the fence that was read.

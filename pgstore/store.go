@@ -73,6 +73,10 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// Pool returns the pool the store runs on, for callers that begin their own
+// transactions (see [Store.WithTx]).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
 // Config returns the store's configuration with defaults filled in.
 func (s *Store) Config() Config { return s.cfg }
 
