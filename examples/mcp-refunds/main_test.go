@@ -14,6 +14,7 @@ import (
 	"github.com/idemkit/idem/idemmcp"
 	"github.com/idemkit/idem/idemmcp/audit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
 )
 
 // serveEnv makes the test binary run the example server over stdio on the
@@ -28,7 +29,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // start serves a fresh app over the SDK's in-memory transport.

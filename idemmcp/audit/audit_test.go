@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemkit/idem/idemmcp/audit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
 )
 
 // serverEnv makes the test binary act as an MCP server on stdio, so that
@@ -27,7 +28,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 type empty struct{}
