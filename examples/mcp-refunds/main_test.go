@@ -72,7 +72,8 @@ func issued(t *testing.T, res *mcp.CallToolResult, err error) refund {
 		t.Fatal(err)
 	}
 	if res.IsError {
-		t.Fatalf("tool error: %v", res.Content)
+		b, _ := json.Marshal(res.Content)
+		t.Fatalf("tool error: %s", b)
 	}
 	var r refund
 	b, _ := json.Marshal(res.StructuredContent)
