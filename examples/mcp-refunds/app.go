@@ -24,14 +24,14 @@ func newApp(ctx context.Context, path string) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := newLedger(ctx, b.db)
+	l, err := newLedger(ctx, b.db())
 	if err != nil {
 		b.Close()
 		return nil, err
 	}
 	// Agents retry within minutes; a day of replay covers a host restart
 	// and a re-plan the next morning.
-	e, err := idem.New(b.store, idem.Config{TTL: 24 * time.Hour, Cover: map[string]time.Duration{"agent retry window": time.Hour}})
+	e, err := idem.New(b.store(), idem.Config{TTL: 24 * time.Hour, Cover: map[string]time.Duration{"agent retry window": time.Hour}})
 	if err != nil {
 		b.Close()
 		return nil, err

@@ -3,39 +3,30 @@ package main
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
-	"net/url"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/memstore"
-	_ "modernc.org/sqlite" // the ledger's SQLite driver
+	"github.com/idemkit/idem/sqlitestore"
 )
 
-// backend holds the SQLite database and idem's store.
-//
-// Interim: idem's records are kept in memory until the SQLite store is
-// available; the ledger is already in SQLite.
+// backend is the one SQLite file that holds idem's records (table
+// idem_records, through sqlitestore) and the refunds ledger.
 type backend struct {
-	store idem.Store
-	db    *sql.DB
+	st *sqlitestore.Store
 }
 
 func openBackend(ctx context.Context, path string) (*backend, error) {
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(5000)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: path, Migrate: true})
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, err
 	}
-	db.SetMaxOpenConns(1)
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	return &backend{store: memstore.New(), db: db}, nil
+	return &backend{st: st}, nil
 }
 
-func (b *backend) Close() error { return errors.Join(b.db.Close()) }
+// store is idem's record store.
+func (b *backend) store() idem.Store { return b.st }
+
+// db is the writer pool (one connection, synchronous=FULL) the ledger
+// writes through, so a refund is as durable as the claim before it.
+func (b *backend) db() *sql.DB { return b.st.DB() }
+
+func (b *backend) Close() error { return b.st.Close() }
