@@ -1,8 +1,9 @@
 // Command idem is the idem command line: an idempotency proxy for any HTTP
-// API, and the operator's tools for records (migrate, get, list, resolve,
-// sweep).
+// API, the operator's tools for records (migrate, get, list, resolve,
+// sweep), and an audit of MCP servers' tools (tools-audit).
 //
-// Exit codes: 0 ok, 1 failure, 2 usage. Every command takes --help. Flags
+// Exit codes: 0 ok, 1 failure, 2 usage; tools-audit exits 3 when it finds
+// an unkeyed side-effecting tool. Every command takes --help. Flags
 // may come before or after positional arguments; "--" ends the flags.
 package main
 
@@ -41,12 +42,13 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"proxy":   {"make an HTTP API's mutating requests idempotent", cmdProxy},
-	"migrate": {"create or upgrade the store's schema (or print its SQL)", cmdMigrate},
-	"get":     {"show one record", cmdGet},
-	"list":    {"list records", cmdList},
-	"resolve": {"decide an unknown record as an operator", cmdResolve},
-	"sweep":   {"delete expired records (never unknown ones)", cmdSweep},
+	"proxy":       {"make an HTTP API's mutating requests idempotent", cmdProxy},
+	"migrate":     {"create or upgrade the store's schema (or print its SQL)", cmdMigrate},
+	"get":         {"show one record", cmdGet},
+	"list":        {"list records", cmdList},
+	"resolve":     {"decide an unknown record as an operator", cmdResolve},
+	"sweep":       {"delete expired records (never unknown ones)", cmdSweep},
+	"tools-audit": {"report MCP tools with side effects and no idempotency key (exit 3)", cmdToolsAudit},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -83,7 +85,7 @@ func topUsage(w io.Writer) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'idem COMMAND --help' for a command's flags and an example.")
 	fmt.Fprintln(w, "Exit codes: 0 ok, 1 failure, 2 usage.")
