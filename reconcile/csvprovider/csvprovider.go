@@ -1,5 +1,5 @@
 // Package csvprovider reads a settlement file — the report a payment
-// processor publishes of what it applied — as a [reconcile.Provider].
+// processor publishes of what it applied — as a [ledger.Provider].
 //
 // The file is CSV (RFC 4180) with a header row. These columns are required,
 // in any order:
@@ -35,7 +35,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idem/reconcile"
+	"github.com/idemkit/idem/reconcile/ledger"
 )
 
 // Columns lists the required header columns.
@@ -44,11 +44,11 @@ var Columns = []string{"key", "amount", "currency", "status", "applied_at"}
 // Provider is a parsed settlement file. It is read-only and safe for
 // concurrent use.
 type Provider struct {
-	byKey map[string]reconcile.Applied
+	byKey map[string]ledger.Applied
 	order []string // keys in file order
 }
 
-var _ reconcile.Provider = (*Provider)(nil)
+var _ ledger.Provider = (*Provider)(nil)
 
 // Open reads and parses the settlement file at path.
 func Open(path string) (*Provider, error) {
@@ -80,7 +80,7 @@ func Parse(r io.Reader) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Provider{byKey: map[string]reconcile.Applied{}}
+	p := &Provider{byKey: map[string]ledger.Applied{}}
 	firstLine := map[string]int{}
 	for {
 		row, err := cr.Read()
@@ -107,22 +107,22 @@ func Parse(r io.Reader) (*Provider, error) {
 // Len returns the number of entries.
 func (p *Provider) Len() int { return len(p.order) }
 
-// Lookup implements [reconcile.Provider].
-func (p *Provider) Lookup(_ context.Context, key string) (reconcile.Applied, error) {
+// Lookup implements [ledger.Provider].
+func (p *Provider) Lookup(_ context.Context, key string) (ledger.Applied, error) {
 	a, ok := p.byKey[key]
 	if !ok {
-		return reconcile.Applied{}, reconcile.ErrNotApplied
+		return ledger.Applied{}, ledger.ErrNotApplied
 	}
 	return a, nil
 }
 
-// AppliedSince implements [reconcile.Provider]: the file's entries at or
+// AppliedSince implements [ledger.Provider]: the file's entries at or
 // after since, in file order.
-func (p *Provider) AppliedSince(ctx context.Context, since time.Time) iter.Seq2[reconcile.Applied, error] {
-	return func(yield func(reconcile.Applied, error) bool) {
+func (p *Provider) AppliedSince(ctx context.Context, since time.Time) iter.Seq2[ledger.Applied, error] {
+	return func(yield func(ledger.Applied, error) bool) {
 		for _, k := range p.order {
 			if err := ctx.Err(); err != nil {
-				yield(reconcile.Applied{}, err)
+				yield(ledger.Applied{}, err)
 				return
 			}
 			a := p.byKey[k]
@@ -167,8 +167,8 @@ func columns(header []string) (layout, error) {
 	return l, nil
 }
 
-func (l layout) entry(row []string) (reconcile.Applied, error) {
-	a := reconcile.Applied{Key: row[l.key]}
+func (l layout) entry(row []string) (ledger.Applied, error) {
+	a := ledger.Applied{Key: row[l.key]}
 	if a.Key == "" {
 		return a, errors.New("empty key")
 	}
@@ -181,7 +181,7 @@ func (l layout) entry(row []string) (reconcile.Applied, error) {
 	if !isCurrency(a.Currency) {
 		return a, fmt.Errorf("currency %q is not a three-letter ISO 4217 code", row[l.currency])
 	}
-	if a.Status, err = reconcile.ParseStatus(strings.ToLower(strings.TrimSpace(row[l.status]))); err != nil {
+	if a.Status, err = ledger.ParseStatus(strings.ToLower(strings.TrimSpace(row[l.status]))); err != nil {
 		return a, err
 	}
 	if a.AppliedAt, err = time.Parse(time.RFC3339Nano, strings.TrimSpace(row[l.appliedAt])); err != nil {
