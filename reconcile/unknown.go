@@ -93,5 +93,10 @@ func resolve(ctx context.Context, eng *idem.Engine, rec idem.Record, class Class
 	if err != nil {
 		return decision{class: ClassPending}, err
 	}
+	if r.Release {
+		// Engine.Resolve documents nil for a release, but some stores hand
+		// back the deleted row; there is no record left to mark either way.
+		out = nil
+	}
 	return decision{class: class, rec: out, detail: r.Reason}, nil
 }
