@@ -33,7 +33,9 @@ func TestSpans(t *testing.T) {
 		}
 	}
 	_, err = eng.DoBytes(ctx, idem.Request{Scope: scope, Key: "lost", Operation: "charge"},
-		func(context.Context, *idem.Attempt) ([]byte, error) { return nil, idem.Unknown(errors.New("order-secret-42 lost")) })
+		func(context.Context, *idem.Attempt) ([]byte, error) {
+			return nil, idem.Unknown(errors.New("order-secret-42 lost"))
+		})
 	if !errors.Is(err, idem.ErrUnknownOutcome) {
 		t.Fatal(err)
 	}
