@@ -3,6 +3,7 @@ package mysqlstore_test
 import (
 	"context"
 	"database/sql"
+	"sync"
 	"testing"
 
 	"github.com/idemkit/idem"
@@ -39,8 +40,23 @@ func migrated(t *testing.T, db *sql.DB) *mysqlstore.Store {
 
 func TestConformance(t *testing.T) {
 	db := sharedPool(t)
+	var tables sync.Map // *mysqlstore.Store → table name
 	storetest.Run(t, storetest.Harness{
-		NewStore: func(t *testing.T) idem.Store { return migrated(t, db) },
+		NewStore: func(t *testing.T) idem.Store {
+			st := migrated(t, db)
+			tables.Store(st, st.Table())
+			return st
+		},
+		// A second store with its own connection pool on the same table, as
+		// another process opens it.
+		NewPeer: func(t *testing.T, st idem.Store) idem.Store {
+			table, _ := tables.Load(st)
+			peer, err := mysqlstore.New(sharedPool(t), mysqlstore.Config{Table: table.(string)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return peer
+		},
 	})
 }
 

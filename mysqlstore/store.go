@@ -159,3 +159,6 @@ func (s *Store) usable() error {
 	}
 	return nil
 }
+
+// Table returns the name of the records table this store uses.
+func (s *Store) Table() string { return s.table }
