@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/examples/payments/cardprovider"
+	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/reconcile"
 	"github.com/idemkit/idem/sqlitestore"
 )
@@ -180,4 +181,9 @@ func runPayments(t *testing.T, st idem.Store) {
 		rep.Counts[reconcile.ClassUnderCounted] != 0 {
 		t.Fatalf("final report not clean: %+v, %v", rep, err)
 	}
+}
+
+func TestPaymentsPostgres(t *testing.T) {
+	st, _ := pgtest.Store(t)
+	runPayments(t, st)
 }

@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/pgstore"
 )
 
-func openPostgres(context.Context, string) (idem.Store, error) {
-	return nil, errors.New("postgres store not available in this build")
+func openPostgres(ctx context.Context, dsn string) (idem.Store, error) {
+	return pgstore.Open(ctx, dsn, pgstore.Config{Migrate: true})
 }
