@@ -75,8 +75,8 @@ func TestSpans(t *testing.T) {
 	if strings.Join(outcomes, ",") != "first,replay,unknown" {
 		t.Fatalf("outcomes %v", outcomes)
 	}
-	if stores < 5 {
-		t.Fatalf("store spans = %d, want claim+finish, claim, claim+finish", stores)
+	if stores < 4 { // a replay may be served from the engine's cache, without a store call
+		t.Fatalf("store spans = %d, want at least claim+finish twice", stores)
 	}
 	if idemotel.KeyHash(scope, key) == idemotel.KeyHash(scope+"x", key) {
 		t.Fatal("key hash ignores the scope")

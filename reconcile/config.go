@@ -80,9 +80,10 @@ type Config struct {
 	Logger *slog.Logger
 	// OnProgress, when set, is called after each batch with the number of
 	// records checked so far (the CLI prints a progress line from it).
+	// Defaults to none.
 	OnProgress func(checked int)
 	// OnRun, when set, is called after each run with its report (a metrics
-	// adapter or a test signal).
+	// adapter or a test signal). Defaults to none.
 	OnRun func(r *Report, err error)
 }
 

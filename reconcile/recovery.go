@@ -32,7 +32,7 @@ type Hook struct {
 // RecovererConfig configures a [Recoverer].
 type RecovererConfig struct {
 	// Hooks maps an intent's operation to its recovery hook. Records of
-	// other operations are left unknown.
+	// other operations are left unknown. Defaults to none.
 	Hooks map[string]Hook
 	// BatchSize bounds each List call of RunOnce. Defaults to 500.
 	BatchSize int
