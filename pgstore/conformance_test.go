@@ -2,17 +2,42 @@ package pgstore_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testenv"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/storetest"
 )
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
+	var schemas sync.Map // *pgstore.Store → schema
 	storetest.Run(t, storetest.Harness{
-		NewStore: func(t *testing.T) idem.Store { return newStore(t, pgstore.Config{}) },
+		NewStore: func(t *testing.T) idem.Store {
+			var cfg pgstore.Config
+			st := newStore(t, cfg)
+			schemas.Store(st, st.Schema())
+			return st
+		},
+		// A second store with its own pool (and its own LISTEN connection) on
+		// the same schema, as another process opens it.
+		NewPeer: func(t *testing.T, st idem.Store) idem.Store {
+			schema, _ := schemas.Load(st)
+			pool, err := pgxpool.New(context.Background(), testenv.Postgres.Need(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close)
+			peer, err := pgstore.New(context.Background(), pool, pgstore.Config{Schema: schema.(string)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return peer
+		},
 	})
 }
 

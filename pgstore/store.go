@@ -134,3 +134,6 @@ type ops struct {
 	db  querier
 	sql statements
 }
+
+// Schema returns the PostgreSQL schema that holds the store's tables.
+func (s *Store) Schema() string { return s.cfg.Schema }

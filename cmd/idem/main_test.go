@@ -133,11 +133,10 @@ func (p *proc) logs() string {
 func (p *proc) url(path string) string { return "http://" + p.addr + path }
 
 // upstream is the API behind the proxy: it counts requests per path and
-// can block them.
+// reports each arrival.
 type upstream struct {
 	*httptest.Server
 	hits    sync.Map // path → *atomic.Int64
-	block   chan struct{}
 	arrived chan string
 }
 

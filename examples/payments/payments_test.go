@@ -15,6 +15,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/examples/payments/cardprovider"
 	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/reconcile"
 	"github.com/idemkit/idem/sqlitestore"
 )
@@ -184,6 +185,11 @@ func runPayments(t *testing.T, st idem.Store) {
 }
 
 func TestPaymentsPostgres(t *testing.T) {
-	st, _ := pgtest.Store(t)
+	dsn, schema := pgtest.Schema(t)
+	st, err := pgstore.Open(context.Background(), dsn, pgstore.Config{Schema: schema, Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
 	runPayments(t, st)
 }
