@@ -7,11 +7,18 @@
 //	idem_in_flight{operation}                   effects running now
 //	idem_wait_seconds                           time duplicates waited for an in-flight attempt
 //	idem_store_op_duration_seconds{op,result}   store operation latency (result: ok or error)
+//	idem_duplicate_ratio                        share of calls that found the key already used (replay, conflict, mismatch)
+//
+// [NewStoreCollector] adds the unknown-record gauges (idem_unknown_records,
+// idem_oldest_unknown_age_seconds) read from the store, and
+// [NewReconcileMetrics] the reconciliation metrics (idem_reconcile_*).
+// docs/metrics.md lists them all.
 package idemprom
 
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -24,6 +31,8 @@ type Observer struct {
 	inFlight *prometheus.GaugeVec
 	wait     prometheus.Histogram
 	storeOp  *prometheus.HistogramVec
+
+	calls, duplicates atomic.Int64 // for idem_duplicate_ratio
 }
 
 var _ idem.Observer = (*Observer)(nil)
@@ -50,7 +59,11 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 		}, []string{"op", "result"}),
 	}
-	for _, c := range []prometheus.Collector{o.requests, o.inFlight, o.wait, o.storeOp} {
+	ratio := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "idem_duplicate_ratio",
+		Help: "Share of engine calls (store errors excluded) that found their key already used: replay, conflict or mismatch.",
+	}, o.duplicateRatio)
+	for _, c := range []prometheus.Collector{o.requests, o.inFlight, o.wait, o.storeOp, ratio} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -63,6 +76,7 @@ func (o *Observer) Observe(_ context.Context, ev idem.Event) {
 	switch ev.Kind {
 	case idem.EventOutcome:
 		o.requests.WithLabelValues(ev.Operation, string(ev.Outcome)).Inc()
+		o.countDuplicate(ev.Outcome)
 	case idem.EventInFlight:
 		o.inFlight.WithLabelValues(ev.Operation).Add(float64(ev.Delta))
 	case idem.EventWait:
@@ -88,3 +102,22 @@ func (o *Observer) Requests() *prometheus.CounterVec { return o.requests }
 
 // InFlight returns the idem_in_flight gauge.
 func (o *Observer) InFlight() *prometheus.GaugeVec { return o.inFlight }
+
+func (o *Observer) countDuplicate(out idem.Outcome) {
+	switch out {
+	case idem.OutcomeError:
+		return // nothing was decided about the key
+	case idem.OutcomeReplay, idem.OutcomeConflict, idem.OutcomeMismatch:
+		o.duplicates.Add(1)
+	}
+	o.calls.Add(1)
+}
+
+// duplicateRatio is duplicates over decided calls since start; 0 before any.
+func (o *Observer) duplicateRatio() float64 {
+	n := o.calls.Load()
+	if n == 0 {
+		return 0
+	}
+	return float64(o.duplicates.Load()) / float64(n)
+}

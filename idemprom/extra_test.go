@@ -1,0 +1,157 @@
+package idemprom_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemprom"
+	"github.com/idemkit/idem/memstore"
+	"github.com/idemkit/idem/reconcile"
+)
+
+// gauge returns the value of the named metric with the given labels.
+func gauge(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if labels[lp.GetName()] != lp.GetValue() {
+					continue metrics
+				}
+			}
+			return value(m)
+		}
+	}
+	t.Fatalf("no metric %s%v", name, labels)
+	return 0
+}
+
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	}
+	return 0
+}
+
+func TestDuplicateRatio(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	obs, err := idemprom.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := gauge(t, reg, "idem_duplicate_ratio", nil); got != 0 {
+		t.Fatalf("ratio before any call = %v", got)
+	}
+	eng, _ := idem.New(memstore.New(), idem.Config{Observer: obs})
+	ctx := context.Background()
+	h := func(context.Context, *idem.Attempt) ([]byte, error) { return []byte("ok"), nil }
+	for range 4 { // one first call, three replays
+		if _, err := eng.DoBytes(ctx, idem.Request{Key: "k"}, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	obs.Observe(ctx, idem.Event{Kind: idem.EventOutcome, Outcome: idem.OutcomeError}) // not counted
+	if got := gauge(t, reg, "idem_duplicate_ratio", nil); got != 0.75 {
+		t.Fatalf("idem_duplicate_ratio = %v, want 0.75", got)
+	}
+}
+
+func TestStoreCollector(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	st := memstore.New()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	clock := now
+	c, err := idemprom.NewStoreCollector(reg, st, idemprom.StoreCollectorConfig{Clock: func() time.Time { return clock }, MinInterval: time.Nanosecond})
+	if err != nil || c == nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	claim := func(key string, at time.Time, lease time.Duration) {
+		if _, err := st.Claim(ctx, idem.ClaimParams{Key: key, AttemptID: key, Now: at, LeaseUntil: at.Add(lease)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim("crashed", now.Add(-2*time.Hour), time.Minute) // lease long gone: unknown to every reader
+	claim("live", now.Add(-3*time.Hour), 24*time.Hour)   // older, but its lease is live
+	claim("unknown", now.Add(-time.Hour), time.Minute)
+	if _, err := st.Finish(ctx, idem.FinishParams{Key: "unknown", Fence: 1, AttemptID: "unknown", State: idem.StateUnknown, CompletedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if n, age := gauge(t, reg, "idem_unknown_records", nil), gauge(t, reg, "idem_oldest_unknown_age_seconds", nil); n != 2 || age != 7200 {
+		t.Fatalf("unknown = %v, oldest age = %v; want 2 and 7200", n, age)
+	}
+	clock = clock.Add(time.Minute)
+	if age := gauge(t, reg, "idem_oldest_unknown_age_seconds", nil); age != 7260 {
+		t.Fatalf("age a minute later = %v", age)
+	}
+	_ = st.Close() // reads now fail: the last values stay, the error is counted
+	clock = clock.Add(time.Minute)
+	if n, errs := gauge(t, reg, "idem_unknown_records", nil), gauge(t, reg, "idem_store_scrape_errors_total", nil); n != 2 || errs < 1 {
+		t.Fatalf("after a failed read: unknown %v, errors %v", n, errs)
+	}
+}
+
+func TestReconcileMetrics(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m, err := idemprom.NewReconcileMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().Add(-time.Second)
+	m.Observe(&reconcile.Report{StartedAt: start, FinishedAt: start.Add(time.Second),
+		Counts:     map[reconcile.Class]int{reconcile.ClassDrift: 2, reconcile.ClassReconciled: 5},
+		DriftCount: 2, DriftAmount: map[string]int64{"EUR": 150, "USD": 7},
+		OldestUnreconciled: time.Hour}, nil)
+	checks := []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"idem_reconcile_drift_count", nil, 2},
+		{"idem_reconcile_drift_amount", map[string]string{"currency": "EUR"}, 150},
+		{"idem_reconcile_keys", map[string]string{"class": "reconciled"}, 5},
+		{"idem_reconcile_keys", map[string]string{"class": "over_counted"}, 0},
+		{"idem_reconcile_runs_total", map[string]string{"result": "ok"}, 1},
+		{"idem_reconcile_last_success_timestamp_seconds", nil, float64(start.Add(time.Second).UnixNano()) / 1e9},
+	}
+	for _, c := range checks {
+		if got := gauge(t, reg, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	if age := gauge(t, reg, "idem_reconcile_oldest_unreconciled_age_seconds", nil); age < 3600 {
+		t.Errorf("oldest unreconciled age = %v, want at least an hour", age)
+	}
+	// A failed run keeps the last success time; a clean run clears drift.
+	m.Observe(&reconcile.Report{StartedAt: time.Now(), FinishedAt: time.Now(), Counts: map[reconcile.Class]int{}}, errors.New("store down"))
+	if got := gauge(t, reg, "idem_reconcile_last_success_timestamp_seconds", nil); got != float64(start.Add(time.Second).UnixNano())/1e9 {
+		t.Errorf("last success moved on a failed run: %v", got)
+	}
+	if n, _ := testutil.GatherAndCount(reg, "idem_reconcile_drift_amount"); n != 0 {
+		t.Errorf("drift_amount series after a clean report: %d", n)
+	}
+	if age := gauge(t, reg, "idem_reconcile_oldest_unreconciled_age_seconds", nil); age != 0 {
+		t.Errorf("oldest unreconciled age after a clean report = %v", age)
+	}
+}

@@ -1,0 +1,171 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/idemkit/idem"
+)
+
+// forwardKey is the key the provider knows for rec.
+func forwardKey(rec idem.Record, in *idem.Intent) string {
+	if in != nil && in.ForwardKey != "" {
+		return in.ForwardKey
+	}
+	return rec.Key
+}
+
+// check classifies one local record and writes what it concluded.
+func (r *Reconciler) check(ctx context.Context, ru *run, rec idem.Record) {
+	in, err := idem.DecodeIntent(rec.Intent)
+	if err != nil {
+		r.fail(ru, rec, "", fmt.Errorf("intent unreadable: %w", err))
+		return
+	}
+	if in == nil || !r.cfg.Match(in) {
+		ru.rep.add(Finding{Class: ClassSkipped, Scope: rec.Scope, Key: rec.Key})
+		return
+	}
+	fk := forwardKey(rec, in)
+	id := rec.Scope + "\x00" + rec.Key
+	if other, dup := ru.seen[fk]; dup && other != id {
+		r.fail(ru, rec, fk, errors.New("forward key shared with another local record; forward keys must be unique across scopes"))
+		return
+	}
+	ru.seen[fk] = id
+	if rec.Mark == idem.MarkReconciled {
+		ru.rep.add(Finding{Class: ClassSkipped, Scope: rec.Scope, Key: rec.Key, ForwardKey: fk})
+		return
+	}
+	f := Finding{Scope: rec.Scope, Key: rec.Key, ForwardKey: fk, Age: ru.now.Sub(rec.CreatedAt), LocalCurrency: in.Currency}
+	rec, undecided, err := asUnknown(ctx, r.store, rec, ru.now)
+	switch {
+	case err != nil && errors.Is(err, idem.ErrFenced):
+		f.Class, f.Detail = ClassPending, "record moved on"
+		ru.rep.add(f)
+		return
+	case err != nil:
+		r.fail(ru, rec, fk, err)
+		return
+	case rec.State == idem.StateInProgress:
+		f.Class, f.Detail = ClassPending, "in progress"
+		ru.rep.add(f)
+		return
+	}
+	got, lerr := r.prov.Lookup(ctx, fk)
+	if undecided {
+		r.unknown(ctx, ru, rec, in, f, got, lerr)
+		return
+	}
+	r.decided(ctx, ru, rec, in, f, got, lerr)
+}
+
+// unknown decides an unknown record and, when it was recorded from the
+// provider's answer, marks it reconciled or drift.
+func (r *Reconciler) unknown(ctx context.Context, ru *run, rec idem.Record, in *idem.Intent, f Finding, got Applied, lerr error) {
+	d, err := decideUnknown(ctx, r.eng, rec, got, lerr, r.policy(), ru.now)
+	f.Class, f.Detail = d.class, d.detail
+	if err != nil {
+		r.fail(ru, rec, f.ForwardKey, err)
+		return
+	}
+	if d.rec == nil {
+		ru.rep.add(f)
+		return
+	}
+	if d.class == ClassUnderCounted {
+		f.Local, f.Provider, f.ProviderCurrency = got.Amount, got.Amount, got.Currency
+		if !agree(in, got) {
+			f.Local = in.Amount
+			f.Class, f.Detail = ClassDrift, "recorded from the provider; amount or currency differs from the intent"
+		}
+	}
+	r.mark(ctx, ru, *d.rec, f)
+}
+
+// decided compares a succeeded or failed record with the provider's view.
+func (r *Reconciler) decided(ctx context.Context, ru *run, rec idem.Record, in *idem.Intent, f Finding, got Applied, lerr error) {
+	if lerr != nil && !errors.Is(lerr, ErrNotApplied) {
+		r.fail(ru, rec, f.ForwardKey, lerr)
+		return
+	}
+	succeeded := rec.State == idem.StateSucceeded
+	if succeeded {
+		f.Local = in.Amount
+	}
+	applied := lerr == nil && got.Status == StatusApplied
+	if applied {
+		f.Provider, f.ProviderCurrency = got.Amount, got.Currency
+	}
+	settled := ru.now.Sub(lastTouched(rec)) >= r.cfg.SettlementWindow
+	switch {
+	case applied && succeeded && agree(in, got):
+		f.Class = ClassReconciled
+	case applied && succeeded:
+		f.Class, f.Detail = ClassDrift, "amount or currency differs"
+	case applied:
+		f.Class, f.Detail = ClassDrift, "recorded failed locally, applied by the provider"
+	case lerr == nil && succeeded:
+		f.Class, f.Detail = ClassOverCounted, "provider declined it"
+	case !settled:
+		f.Class, f.Detail = ClassPending, "inside settlement window"
+	case succeeded:
+		f.Class, f.Detail = ClassOverCounted, "provider has no record of it"
+	default:
+		f.Class = ClassReconciled // failed here, nothing there
+	}
+	if f.Class == ClassPending {
+		ru.rep.add(f)
+		return
+	}
+	r.mark(ctx, ru, rec, f)
+}
+
+// agree reports whether the provider's amount and currency match the
+// intent's. An intent without a currency carries no amount to compare.
+func agree(in *idem.Intent, got Applied) bool {
+	if in.Currency == "" {
+		return true
+	}
+	return in.Amount == got.Amount && in.Currency == got.Currency
+}
+
+var classMark = map[Class]idem.Mark{
+	ClassReconciled:   idem.MarkReconciled,
+	ClassUnderCounted: idem.MarkReconciled,
+	ClassNotApplied:   idem.MarkReconciled,
+	ClassOverCounted:  idem.MarkOverCounted,
+	ClassDrift:        idem.MarkDrift,
+}
+
+// mark stores the finding's mark on rec unless it is already there (so a
+// second run writes nothing) and adds the finding to the report.
+func (r *Reconciler) mark(ctx context.Context, ru *run, rec idem.Record, f Finding) {
+	m := classMark[f.Class]
+	if rec.Mark != m {
+		if err := r.store.SetMark(ctx, rec.Scope, rec.Key, rec.Fence, m); err != nil {
+			if !errors.Is(err, idem.ErrFenced) && !errors.Is(err, idem.ErrNotFound) {
+				r.fail(ru, rec, f.ForwardKey, fmt.Errorf("set mark: %w", err))
+				return
+			}
+			f.Class, f.Detail = ClassPending, "record moved on"
+		}
+	}
+	ru.rep.add(f)
+	if f.Class != ClassReconciled {
+		r.cfg.Logger.Info("reconcile: finding", "class", f.Class, "detail", f.Detail, "key_hash", keyHash(rec.Scope, rec.Key))
+	}
+}
+
+// fail reports a per-key problem; the key counts as pending.
+func (r *Reconciler) fail(ru *run, rec idem.Record, fk string, err error) {
+	ru.rep.add(Finding{Class: ClassPending, Scope: rec.Scope, Key: rec.Key, ForwardKey: fk,
+		Age: ru.now.Sub(rec.CreatedAt), Detail: err.Error()})
+	ru.rep.Errors = append(ru.rep.Errors, fmt.Sprintf("%s: %v", rec.Key, err))
+	r.cfg.Logger.Warn("reconcile: key not decided", "key_hash", keyHash(rec.Scope, rec.Key), "err", err)
+}
+
+func (r *Reconciler) policy() policy {
+	return policy{window: r.cfg.SettlementWindow, notApplied: r.cfg.NotApplied, result: r.cfg.Result, actor: r.cfg.Actor}
+}

@@ -1,0 +1,250 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/reconcile/csvprovider"
+	"github.com/idemkit/idem/reconcile/httpprovider"
+)
+
+// Exit codes of [RunReconcileCommand].
+const (
+	ExitClean   = 0 // nothing to investigate
+	ExitFailure = 1 // the run failed, or some keys could not be decided
+	ExitUsage   = 2 // bad flags
+	ExitFound   = 3 // drift or over-counted keys were found
+)
+
+const synopsis = "idem reconcile --store DSN (--provider-csv FILE | --provider-url TEMPLATE) [--settlement-window DUR] [--json]"
+
+const about = `Compare the store's records with the provider's view, by forwarded key:
+  provider applied, local none/unknown  → recorded (under_counted)
+  local succeeded, provider none after the settlement window → flagged (over_counted)
+  both agree                            → marked reconciled; later runs skip it
+  amount or currency differs            → flagged (drift)
+  local unknown, provider never applied → failed (or --not-applied) after the window
+
+Amounts are integer minor units. Prints a table (or --json) on stdout and,
+on long runs, progress lines on stderr. Resolutions are logged on stderr.
+
+Exit status: 0 clean; 3 drift or over-counted keys found (they take
+precedence); 1 the run failed or some keys could not be decided; 2 usage.`
+
+const example = `idem reconcile --store postgres://idem@db/payments --provider-csv settlement-2025-03-01.csv --settlement-window 48h`
+
+// progressAfter is how long a run goes before progress lines are printed.
+var progressAfter = 2 * time.Second
+
+type cliOptions struct {
+	dsn, csv, url, listURL, scope, orphanScope, notApplied string
+	window, ttl, lookback                                  time.Duration
+	batch                                                  int
+	json                                                   bool
+	headers                                                headerFlag
+}
+
+// RunReconcileCommand runs `idem reconcile` with args (the arguments after
+// "reconcile"), writing the report to stdout and diagnostics to stderr, and
+// returns the exit status: [ExitClean], [ExitFound], [ExitFailure] or
+// [ExitUsage]. open opens the store named by a DSN.
+func RunReconcileCommand(ctx context.Context, args []string, stdout, stderr io.Writer, open func(ctx context.Context, dsn string) (idem.Store, error)) int {
+	fs, o := newFlagSet(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(fs, stdout)
+			return ExitClean
+		}
+		fmt.Fprintln(stderr)
+		usage(fs, stderr)
+		return ExitUsage
+	}
+	if msg := o.check(fs); msg != "" {
+		fmt.Fprintf(stderr, "idem reconcile: %s\n\n", msg)
+		usage(fs, stderr)
+		return ExitUsage
+	}
+	prov, err := o.provider()
+	if err != nil {
+		fmt.Fprintf(stderr, "idem reconcile: %v\n", err)
+		return ExitFailure
+	}
+	st, err := open(ctx, o.dsn)
+	if err != nil {
+		fmt.Fprintf(stderr, "idem reconcile: open store: %v\n", err)
+		return ExitFailure
+	}
+	defer st.Close()
+	return o.run(ctx, st, prov, stdout, stderr)
+}
+
+func newFlagSet(stderr io.Writer) (*flag.FlagSet, *cliOptions) {
+	o := &cliOptions{window: 24 * time.Hour, ttl: 24 * time.Hour}
+	fs := flag.NewFlagSet("idem reconcile", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {}
+	fs.StringVar(&o.dsn, "store", "", "store DSN (required)")
+	fs.StringVar(&o.csv, "provider-csv", "", "settlement file: CSV with header key,amount,currency,status,applied_at[,scope]")
+	fs.StringVar(&o.url, "provider-url", "", "lookup URL template with {key}, answering JSON (404 = not applied)")
+	fs.StringVar(&o.listURL, "provider-list-url", "", "with --provider-url: URL listing entries since ?since=RFC3339, to find keys with no local record")
+	fs.Var(&o.headers, "provider-header", "with --provider-url: `NAME: VALUE` header to send (repeatable)")
+	fs.Var(durationValue{&o.window}, "settlement-window", "how long the provider may still report a key (e.g. 48h, 3d)")
+	fs.Var(durationValue{&o.ttl}, "ttl", "retention of records this command decides; use the application's TTL")
+	fs.Var(durationValue{&o.lookback}, "lookback", "how far back provider entries are checked for a local record (default: --ttl)")
+	fs.StringVar(&o.scope, "scope", "", "reconcile only this scope (default: all)")
+	fs.StringVar(&o.orphanScope, "orphan-scope", "", "scope for provider keys with no local record, when the provider names none")
+	fs.StringVar(&o.notApplied, "not-applied", "fail", "what to do with an unknown key the provider never applied: fail, release or leave")
+	fs.IntVar(&o.batch, "batch-size", 500, "records read per batch")
+	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
+	return fs, o
+}
+
+func usage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprintf(w, "usage: %s\n\n%s\n\nflags:\n", synopsis, about)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fmt.Fprintf(w, "\nexample:\n  %s\n", example)
+}
+
+// check returns a usage problem, or "".
+func (o *cliOptions) check(fs *flag.FlagSet) string {
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Sprintf("unexpected argument %q", fs.Arg(0))
+	case o.dsn == "":
+		return "--store is required"
+	case (o.csv == "") == (o.url == ""):
+		return "give exactly one of --provider-csv and --provider-url"
+	case o.csv != "" && (o.listURL != "" || len(o.headers) > 0):
+		return "--provider-list-url and --provider-header go with --provider-url"
+	case o.batch <= 0:
+		return "--batch-size must be positive"
+	case o.ttl <= 0:
+		return "--ttl must be positive"
+	}
+	if _, err := ParseAction(o.notApplied); err != nil {
+		return "--not-applied: want fail, release or leave"
+	}
+	return ""
+}
+
+func (o *cliOptions) provider() (Provider, error) {
+	if o.csv != "" {
+		return csvprovider.Open(o.csv)
+	}
+	return httpprovider.New(httpprovider.Config{URLTemplate: o.url, ListURL: o.listURL, Header: http.Header(o.headers)})
+}
+
+func (o *cliOptions) run(ctx context.Context, st idem.Store, prov Provider, stdout, stderr io.Writer) int {
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	eng, err := idem.New(st, idem.Config{TTL: o.ttl, Logger: log})
+	if err != nil {
+		fmt.Fprintf(stderr, "idem reconcile: %v\n", err)
+		return ExitFailure
+	}
+	defer eng.Close()
+	action, _ := ParseAction(o.notApplied)
+	start := time.Now()
+	var lastLine time.Time
+	r, err := New(eng, prov, Config{SettlementWindow: o.window, BatchSize: o.batch, Lookback: o.lookback,
+		Scope: o.scope, OrphanScope: o.orphanScope, NotApplied: action, Actor: "idem reconcile",
+		OnProgress: func(n int) {
+			if now := time.Now(); now.Sub(start) >= progressAfter && now.Sub(lastLine) >= progressAfter/2 {
+				lastLine = now
+				fmt.Fprintf(stderr, "idem reconcile: %d records checked (%s)\n", n, now.Sub(start).Round(time.Millisecond))
+			}
+		}})
+	if err != nil {
+		fmt.Fprintf(stderr, "idem reconcile: %v\n", err)
+		return ExitFailure
+	}
+	rep, runErr := r.RunOnce(ctx)
+	if o.json {
+		err = writeJSON(stdout, rep)
+	} else {
+		err = writeTable(stdout, rep)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idem reconcile: write report: %v\n", err)
+		return ExitFailure
+	}
+	return exitCode(rep, runErr, stderr)
+}
+
+func exitCode(rep *Report, runErr error, stderr io.Writer) int {
+	if runErr != nil {
+		fmt.Fprintf(stderr, "idem reconcile: run incomplete: %v\n", runErr)
+	}
+	switch {
+	case !rep.Clean():
+		return ExitFound
+	case runErr != nil || len(rep.Errors) > 0:
+		return ExitFailure
+	}
+	return ExitClean
+}
+
+// durationValue is a flag.Value for durations that also accepts days
+// ("3d", "1d12h"), because settlement windows are counted in days.
+type durationValue struct{ d *time.Duration }
+
+func (v durationValue) String() string {
+	if v.d == nil || *v.d == 0 {
+		return ""
+	}
+	return v.d.String()
+}
+
+func (v durationValue) Set(s string) error {
+	d, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	*v.d = d
+	return nil
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	var days time.Duration
+	if i := strings.IndexByte(s, 'd'); i > 0 {
+		n, err := strconv.ParseInt(s[:i], 10, 32)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("invalid duration %q", s)
+		}
+		days, s = time.Duration(n)*24*time.Hour, s[i+1:]
+		if s == "" {
+			return days, nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("invalid duration %q (use e.g. 30m, 48h, 3d)", s)
+	}
+	return days + d, nil
+}
+
+// headerFlag collects repeated "Name: value" flags.
+type headerFlag http.Header
+
+func (h *headerFlag) String() string { return "" }
+
+func (h *headerFlag) Set(s string) error {
+	name, val, ok := strings.Cut(s, ":")
+	if !ok || strings.TrimSpace(name) == "" {
+		return fmt.Errorf("want NAME: VALUE, got %q", s)
+	}
+	if *h == nil {
+		*h = headerFlag{}
+	}
+	http.Header(*h).Add(strings.TrimSpace(name), strings.TrimSpace(val))
+	return nil
+}

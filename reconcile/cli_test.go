@@ -1,0 +1,180 @@
+package reconcile_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/reconcile"
+	"github.com/idemkit/idem/sqlitestore"
+)
+
+// cliStore seeds a SQLite store with n succeeded charges of 100·i EUR and
+// returns its path.
+func cliStore(t *testing.T, n int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "idem.db")
+	ctx := context.Background()
+	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: path, Synchronous: "NORMAL", Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	eng, err := idem.New(st, idem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= n; i++ {
+		_, err := eng.DoBytes(ctx, idem.Request{Scope: "shop", Key: idem.Key(fmt.Sprintf("order-%d", i)),
+			Intent: &idem.Intent{Operation: "charge", Amount: int64(100 * i), Currency: "EUR", ForwardKey: fmt.Sprintf("charge:v1:order-%d", i)}},
+			func(context.Context, *idem.Attempt) ([]byte, error) { return []byte("ok"), nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
+}
+
+// settlement writes a settlement file with the given amounts per order.
+func settlement(t *testing.T, amounts map[int]int64) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("key,amount,currency,status,applied_at\n")
+	at := time.Now().UTC().Format(time.RFC3339)
+	for i := 1; i <= len(amounts); i++ {
+		fmt.Fprintf(&b, "charge:v1:order-%d,%d,EUR,applied,%s\n", i, amounts[i], at)
+	}
+	path := filepath.Join(t.TempDir(), "settlement.csv")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func openSQLite(ctx context.Context, dsn string) (idem.Store, error) {
+	return sqlitestore.Open(ctx, sqlitestore.Config{Path: dsn})
+}
+
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = reconcile.RunReconcileCommand(context.Background(), args, &out, &errb, openSQLite)
+	return code, out.String(), errb.String()
+}
+
+// has reports whether out contains want, comparing runs of spaces as one
+// (the table's column widths depend on its content).
+func has(out, want string) bool {
+	squash := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	return strings.Contains(squash(out), squash(want))
+}
+
+func TestCommandClean(t *testing.T) {
+	t.Parallel()
+	db := cliStore(t, 3)
+	csv := settlement(t, map[int]int64{1: 100, 2: 200, 3: 300})
+	code, out, errs := runCLI(t, "--store", db, "--provider-csv", csv)
+	if code != reconcile.ExitClean {
+		t.Fatalf("exit %d, want 0\n%s\n%s", code, out, errs)
+	}
+	for _, want := range []string{"3 records checked", "reconciled 3", "drift_count 0", "result: clean"} {
+		if !has(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestCommandDrift(t *testing.T) {
+	t.Parallel()
+	db := cliStore(t, 3)
+	csv := settlement(t, map[int]int64{1: 100, 2: 250, 3: 300})
+	code, out, errs := runCLI(t, "--store", db, "--provider-csv", csv, "--settlement-window", "2d")
+	if code != reconcile.ExitFound {
+		t.Fatalf("exit %d, want 3\n%s\n%s", code, out, errs)
+	}
+	for _, want := range []string{"drift_amount EUR 50", "drift shop order-2 charge:v1:order-2 200 EUR 250 EUR", "FOUND 1 drift"} {
+		if !has(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	// The drift stays found on the next run (cron keeps paging), as JSON.
+	code, out, _ = runCLI(t, "--store", db, "--provider-csv", csv, "--json")
+	var rep struct {
+		Counts      map[string]int      `json:"counts"`
+		Keys        map[string][]string `json:"keys"`
+		DriftCount  int                 `json:"drift_count"`
+		DriftAmount map[string]int64    `json:"drift_amount"`
+		Oldest      *float64            `json:"oldest_unreconciled_age_seconds"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("JSON report: %v\n%s", err, out)
+	}
+	if code != reconcile.ExitFound || rep.DriftCount != 1 || rep.DriftAmount["EUR"] != 50 ||
+		strings.Join(rep.Keys["drift"], ",") != "order-2" || rep.Counts["skipped"] != 2 || rep.Oldest == nil {
+		t.Fatalf("second run: exit %d, %+v", code, rep)
+	}
+}
+
+func TestCommandOverCountedAndProgress(t *testing.T) {
+	defer reconcile.SetProgressAfter(0)()
+	db := cliStore(t, 3)
+	csv := settlement(t, map[int]int64{1: 100, 2: 200}) // order-3 never settled
+	code, out, errs := runCLI(t, "--store", db, "--provider-csv", csv, "--settlement-window", "1ns", "--batch-size", "1")
+	if code != reconcile.ExitFound || !has(out, "over_counted shop order-3") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	if !strings.Contains(errs, "idem reconcile: 1 records checked") {
+		t.Fatalf("no progress line on stderr:\n%s", errs)
+	}
+}
+
+func TestCommandUsage(t *testing.T) {
+	t.Parallel()
+	code, out, _ := runCLI(t, "--help")
+	if code != reconcile.ExitClean || !strings.Contains(out, "usage: idem reconcile --store DSN") ||
+		!strings.Contains(out, "example:\n  idem reconcile --store") || !strings.Contains(out, "-settlement-window") {
+		t.Fatalf("--help: exit %d\n%s", code, out)
+	}
+	for name, args := range map[string][]string{
+		"no store":        {"--provider-csv", "x.csv"},
+		"no provider":     {"--store", "x.db"},
+		"both providers":  {"--store", "x.db", "--provider-csv", "x.csv", "--provider-url", "http://p/{key}"},
+		"bad window":      {"--store", "x.db", "--provider-csv", "x.csv", "--settlement-window", "soon"},
+		"bad action":      {"--store", "x.db", "--provider-csv", "x.csv", "--not-applied", "ignore"},
+		"unknown flag":    {"--store", "x.db", "--provider-csv", "x.csv", "--colour"},
+		"stray argument":  {"--store", "x.db", "--provider-csv", "x.csv", "extra"},
+		"header with csv": {"--store", "x.db", "--provider-csv", "x.csv", "--provider-header", "A: b"},
+	} {
+		code, _, errs := runCLI(t, args...)
+		if code != reconcile.ExitUsage || !strings.Contains(errs, "usage:") {
+			t.Errorf("%s: exit %d, want 2\n%s", name, code, errs)
+		}
+	}
+}
+
+func TestCommandFailures(t *testing.T) {
+	t.Parallel()
+	csv := settlement(t, map[int]int64{1: 100})
+	code, _, errs := runCLI(t, "--store", cliStore(t, 1), "--provider-csv", filepath.Join(t.TempDir(), "absent.csv"))
+	if code != reconcile.ExitFailure || !strings.Contains(errs, "absent.csv") {
+		t.Fatalf("absent CSV: exit %d\n%s", code, errs)
+	}
+	var out, errb bytes.Buffer
+	code = reconcile.RunReconcileCommand(context.Background(), []string{"--store", "db", "--provider-csv", csv}, &out, &errb,
+		func(context.Context, string) (idem.Store, error) { return nil, errors.New("no such database") })
+	if code != reconcile.ExitFailure || !strings.Contains(errb.String(), "no such database") {
+		t.Fatalf("store failure: exit %d\n%s", code, errb.String())
+	}
+	code, out2, errs := runCLI(t, "--store", cliStore(t, 1), "--provider-url", "http://127.0.0.1:1/charges/{key}", "--settlement-window", "1ns")
+	if code != reconcile.ExitFailure || !has(out2, "pending 1") || !strings.Contains(out2, "error: order-1: httpprovider:") {
+		t.Fatalf("unreachable provider: exit %d\n%s\n%s", code, out2, errs)
+	}
+}

@@ -1,0 +1,90 @@
+package reconcile
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+func writeJSON(w io.Writer, rep *Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// writeTable prints the human report: counts per class, the drift totals,
+// then one line per key that is not plainly reconciled.
+func writeTable(w io.Writer, rep *Report) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "idem reconcile: %d records checked in %s\n\n", rep.Checked, rep.FinishedAt.Sub(rep.StartedAt).Round(time.Millisecond))
+	fmt.Fprintln(tw, "CLASS\tKEYS\t")
+	for _, c := range Classes {
+		fmt.Fprintf(tw, "%s\t%d\t\n", c, rep.Counts[c])
+	}
+	fmt.Fprintf(tw, "\ndrift_count\t%d\t\n", rep.DriftCount)
+	fmt.Fprintf(tw, "drift_amount\t%s\t\n", amounts(rep.DriftAmount))
+	fmt.Fprintf(tw, "oldest_unreconciled_age\t%s\t\n", rep.OldestUnreconciled.Round(time.Second))
+	if !rep.ProviderListed {
+		fmt.Fprintln(tw, "\nnote: the provider cannot list its entries; keys with no local record were not looked for")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var rows []Finding
+	for _, f := range rep.Findings {
+		if f.Class != ClassReconciled {
+			rows = append(rows, f)
+		}
+	}
+	if len(rows) > 0 {
+		fmt.Fprintln(tw, "\nCLASS\tSCOPE\tKEY\tFORWARD KEY\tLOCAL\tPROVIDER\tDETAIL")
+		for _, f := range rows {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Class, orDash(f.Scope), f.Key, f.ForwardKey,
+				money(f.Local, f.LocalCurrency), money(f.Provider, f.ProviderCurrency), f.Detail)
+		}
+	}
+	for _, e := range rep.Errors {
+		fmt.Fprintf(tw, "error: %s\n", e)
+	}
+	verdict := "clean"
+	if !rep.Clean() {
+		verdict = fmt.Sprintf("FOUND %d drift, %d over-counted", rep.Counts[ClassDrift], rep.Counts[ClassOverCounted])
+	}
+	fmt.Fprintf(tw, "\nresult: %s\n", verdict)
+	return tw.Flush()
+}
+
+// amounts prints per-currency minor-unit totals, "EUR 150, USD 20".
+func amounts(m map[string]int64) string {
+	if len(m) == 0 {
+		return "0"
+	}
+	curs := make([]string, 0, len(m))
+	for c := range m {
+		curs = append(curs, c)
+	}
+	sort.Strings(curs)
+	parts := make([]string, len(curs))
+	for i, c := range curs {
+		parts[i] = fmt.Sprintf("%s %d", c, m[c])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func money(n int64, cur string) string {
+	if cur == "" {
+		return fmt.Sprint(n)
+	}
+	return fmt.Sprintf("%d %s", n, cur)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

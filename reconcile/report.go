@@ -1,0 +1,148 @@
+package reconcile
+
+import (
+	"sort"
+	"time"
+)
+
+// Class is what reconciliation concluded about one key.
+type Class string
+
+// Reconciliation classes. Names are stable: reports, metrics and the CLI use
+// them.
+const (
+	// ClassReconciled: local and provider agree; the record is marked.
+	ClassReconciled Class = "reconciled"
+	// ClassUnderCounted: the provider applied a key that was unknown or
+	// absent locally; it has been recorded as succeeded.
+	ClassUnderCounted Class = "under_counted"
+	// ClassOverCounted: recorded succeeded locally, but the provider has
+	// nothing (or declined it) after the settlement window; marked for
+	// investigation, state kept.
+	ClassOverCounted Class = "over_counted"
+	// ClassDrift: both sides have the key but amounts, currency or outcome
+	// differ; marked, state kept.
+	ClassDrift Class = "drift"
+	// ClassNotApplied: an unknown record the provider never applied, past
+	// the settlement window; failed or released per configuration.
+	ClassNotApplied Class = "not_applied"
+	// ClassPending: not decidable yet (in progress, inside the settlement
+	// window, or the provider could not tell).
+	ClassPending Class = "pending"
+	// ClassSkipped: already reconciled by an earlier run, or not an intent
+	// that goes to a provider.
+	ClassSkipped Class = "skipped"
+)
+
+// Classes lists the classes in report order.
+var Classes = []Class{ClassReconciled, ClassUnderCounted, ClassOverCounted, ClassDrift, ClassNotApplied, ClassPending, ClassSkipped}
+
+// Finding is the conclusion about one key.
+type Finding struct {
+	Class Class `json:"class"`
+	// Scope and Key identify the local record (for a provider entry with no
+	// local record, the record reconciliation created).
+	Scope string `json:"scope"`
+	Key   string `json:"key"`
+	// ForwardKey is the key the provider knows.
+	ForwardKey string `json:"forward_key"`
+	// Local and Provider are the amounts each side counted, in minor units
+	// of LocalCurrency and ProviderCurrency; a side that moved nothing
+	// counts 0.
+	Local            int64  `json:"local_amount"`
+	LocalCurrency    string `json:"local_currency,omitempty"`
+	Provider         int64  `json:"provider_amount"`
+	ProviderCurrency string `json:"provider_currency,omitempty"`
+	// Detail says why, in a few words.
+	Detail string `json:"detail,omitempty"`
+	// Age is how long the record has existed (since its claim).
+	Age time.Duration `json:"-"`
+}
+
+// Report is the result of one reconciliation run.
+type Report struct {
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
+	// Checked is how many local records were read.
+	Checked int `json:"checked"`
+	// Counts is the number of keys per class.
+	Counts map[Class]int `json:"counts"`
+	// Keys lists the keys per class (skipped keys are not listed).
+	Keys map[Class][]string `json:"keys"`
+	// Findings holds every non-skipped finding.
+	Findings []Finding `json:"findings"`
+	// DriftCount is the number of drift findings.
+	DriftCount int `json:"drift_count"`
+	// DriftAmount sums, per currency, the absolute differences of drift
+	// findings, in minor units.
+	DriftAmount map[string]int64 `json:"drift_amount"`
+	// OldestUnreconciled is the age of the oldest record left not
+	// reconciled (pending, over-counted, drift); zero when there is none.
+	OldestUnreconciled time.Duration `json:"-"`
+	// OldestUnreconciledSeconds is OldestUnreconciled in seconds, for JSON.
+	OldestUnreconciledSeconds float64 `json:"oldest_unreconciled_age_seconds"`
+	// ProviderListed is false when the provider could not list its entries,
+	// so provider entries with no local record were not looked for.
+	ProviderListed bool `json:"provider_listed"`
+	// Errors holds per-key failures (the provider could not tell, a write
+	// failed); those keys are also counted pending.
+	Errors []string `json:"errors,omitempty"`
+}
+
+func newReport(now time.Time) *Report {
+	return &Report{StartedAt: now, Counts: map[Class]int{}, Keys: map[Class][]string{}, DriftAmount: map[string]int64{}}
+}
+
+// Clean reports whether the run found nothing to investigate: no drift and
+// no over-counted key.
+func (r *Report) Clean() bool {
+	return r.Counts[ClassDrift] == 0 && r.Counts[ClassOverCounted] == 0
+}
+
+func (r *Report) add(f Finding) {
+	r.Counts[f.Class]++
+	if f.Class == ClassSkipped {
+		return
+	}
+	r.Keys[f.Class] = append(r.Keys[f.Class], f.Key)
+	r.Findings = append(r.Findings, f)
+	switch f.Class {
+	case ClassDrift:
+		r.DriftCount++
+		r.addDrift(f)
+	case ClassPending, ClassOverCounted:
+	default:
+		return
+	}
+	if f.Age > r.OldestUnreconciled {
+		r.OldestUnreconciled = f.Age
+	}
+}
+
+func (r *Report) addDrift(f Finding) {
+	if f.LocalCurrency == f.ProviderCurrency || f.LocalCurrency == "" || f.ProviderCurrency == "" {
+		cur := f.ProviderCurrency
+		if cur == "" {
+			cur = f.LocalCurrency
+		}
+		r.DriftAmount[cur] += abs(f.Provider - f.Local)
+		return
+	}
+	r.DriftAmount[f.LocalCurrency] += abs(f.Local)
+	r.DriftAmount[f.ProviderCurrency] += abs(f.Provider)
+}
+
+func (r *Report) finish(now time.Time) {
+	r.FinishedAt = now
+	r.OldestUnreconciledSeconds = r.OldestUnreconciled.Seconds()
+	for _, keys := range r.Keys {
+		sort.Strings(keys)
+	}
+}
+
+func abs(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
+}

@@ -1,0 +1,102 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// policy is what deciding an unknown record needs to know.
+type policy struct {
+	window     time.Duration
+	notApplied Action
+	result     func(Applied) ([]byte, error)
+	actor      string
+}
+
+// decision is how an unknown record was decided.
+type decision struct {
+	class  Class        // ClassUnderCounted, ClassNotApplied or ClassPending
+	rec    *idem.Record // the record after resolution; nil when released or pending
+	detail string
+}
+
+// asUnknown turns an in_progress record whose lease has passed into an
+// unknown one, as every engine reader does, so that it can be resolved. A
+// live in_progress record is returned with ok false.
+func asUnknown(ctx context.Context, st idem.Store, rec idem.Record, now time.Time) (idem.Record, bool, error) {
+	if rec.State != idem.StateInProgress {
+		return rec, rec.State == idem.StateUnknown, nil
+	}
+	if !rec.LeaseExpired(now) {
+		return rec, false, nil
+	}
+	out, err := st.Finish(ctx, idem.FinishParams{Scope: rec.Scope, Key: rec.Key, Fence: rec.Fence,
+		AttemptID: rec.AttemptID, State: idem.StateUnknown, CompletedAt: now})
+	if err != nil {
+		return rec, false, err
+	}
+	return *out, true, nil
+}
+
+// lastTouched is the latest moment the effect of rec may have started:
+// its claim, or a re-drive, which leaves CompletedAt at or after it.
+func lastTouched(rec idem.Record) time.Time {
+	if rec.CompletedAt.After(rec.CreatedAt) {
+		return rec.CompletedAt
+	}
+	return rec.CreatedAt
+}
+
+// decideUnknown resolves an unknown record from the provider's answer:
+// applied → succeeded with the provider's result; declined → failed; none
+// past the window → per pol.notApplied; otherwise it stays unknown.
+func decideUnknown(ctx context.Context, eng *idem.Engine, rec idem.Record, got Applied, lookupErr error, pol policy, now time.Time) (decision, error) {
+	switch {
+	case lookupErr == nil && got.Status == StatusApplied:
+		val, err := pol.result(got)
+		if err != nil {
+			return decision{class: ClassPending}, err
+		}
+		return resolve(ctx, eng, rec, ClassUnderCounted, idem.Resolution{As: idem.StateSucceeded, Result: val,
+			Actor: pol.actor, Reason: "provider applied forwarded key"})
+	case lookupErr == nil:
+		return resolve(ctx, eng, rec, ClassNotApplied, idem.Resolution{As: idem.StateFailed,
+			Result: []byte("provider declined the request"), Actor: pol.actor, Reason: "provider declined forwarded key"})
+	case !errors.Is(lookupErr, ErrNotApplied):
+		return decision{class: ClassPending, detail: "provider cannot tell"}, lookupErr
+	case now.Sub(lastTouched(rec)) < pol.window:
+		return decision{class: ClassPending, detail: "inside settlement window"}, nil
+	}
+	switch pol.notApplied {
+	case ActionRelease:
+		return resolve(ctx, eng, rec, ClassNotApplied, idem.Resolution{Release: true,
+			Actor: pol.actor, Reason: "provider never applied forwarded key; settlement window passed"})
+	case ActionFail:
+		return resolve(ctx, eng, rec, ClassNotApplied, idem.Resolution{As: idem.StateFailed,
+			Result: []byte("provider never applied the request"), Actor: pol.actor,
+			Reason: "provider never applied forwarded key; settlement window passed"})
+	}
+	return decision{class: ClassPending, detail: "not applied; left for an operator"}, nil
+}
+
+// resolve applies r through the engine, which logs it and bumps the fence.
+// A record that moved on meanwhile (re-driven, resolved by someone else) is
+// pending: the next run looks at it again.
+func resolve(ctx context.Context, eng *idem.Engine, rec idem.Record, class Class, r idem.Resolution) (decision, error) {
+	out, err := eng.Resolve(ctx, rec.Scope, idem.Key(rec.Key), r)
+	if errors.Is(err, idem.ErrFenced) || errors.Is(err, idem.ErrNotFound) {
+		return decision{class: ClassPending, detail: "record moved on"}, nil
+	}
+	if err != nil {
+		return decision{class: ClassPending}, err
+	}
+	if r.Release {
+		// Engine.Resolve documents nil for a release, but some stores hand
+		// back the deleted row; there is no record left to mark either way.
+		out = nil
+	}
+	return decision{class: class, rec: out, detail: r.Reason}, nil
+}
