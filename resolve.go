@@ -60,5 +60,8 @@ func (e *Engine) Resolve(ctx context.Context, scope string, key Key, r Resolutio
 	e.cfg.Logger.Info("idem: record resolved", "key_hash", hashForLog(scope, string(key)), "as", to,
 		"force", r.Force, "actor", r.Actor, "reason", r.Reason)
 	e.flights.poke(scope, string(key))
+	if r.Release {
+		return nil, nil // as documented, whatever the store returned
+	}
 	return rec, nil
 }

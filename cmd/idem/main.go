@@ -1,9 +1,10 @@
 // Command idem is the idem command line: an idempotency proxy for any HTTP
 // API, the operator's tools for records (migrate, get, list, resolve,
-// sweep), and an audit of MCP servers' tools (tools-audit).
+// sweep, reconcile), and an audit of MCP servers' tools (tools-audit).
 //
-// Exit codes: 0 ok, 1 failure, 2 usage; tools-audit exits 3 when it finds
-// an unkeyed side-effecting tool. Every command takes --help. Flags
+// Exit codes: 0 ok, 1 failure, 2 usage; reconcile exits 3 when it finds
+// drift or over-counts, tools-audit when it finds an unkeyed side-effecting
+// tool. Every command takes --help. Flags
 // may come before or after positional arguments; "--" ends the flags.
 package main
 
@@ -48,6 +49,7 @@ var commands = map[string]command{
 	"list":        {"list records", cmdList},
 	"resolve":     {"decide an unknown record as an operator", cmdResolve},
 	"sweep":       {"delete expired records (never unknown ones)", cmdSweep},
+	"reconcile":   {"compare records with a provider's settlement file or API (exit 3 on drift)", cmdReconcile},
 	"tools-audit": {"report MCP tools with side effects and no idempotency key (exit 3)", cmdToolsAudit},
 }
 
@@ -88,5 +90,5 @@ func topUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'idem COMMAND --help' for a command's flags and an example.")
-	fmt.Fprintln(w, "Exit codes: 0 ok, 1 failure, 2 usage.")
+	fmt.Fprintln(w, "Exit codes: 0 ok, 1 failure, 2 usage; 3 when reconcile or tools-audit finds a problem.")
 }
