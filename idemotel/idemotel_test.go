@@ -45,7 +45,7 @@ func TestSpans(t *testing.T) {
 	stores := 0
 	for _, s := range rec.Ended() {
 		for _, a := range s.Attributes() {
-			if v := a.Value.Emit(); strings.Contains(v, key) || strings.Contains(v, scope) {
+			if v := a.Value.String(); strings.Contains(v, key) || strings.Contains(v, scope) {
 				t.Errorf("span %s attribute %s carries the raw key or scope: %q", s.Name(), a.Key, v)
 			}
 		}
@@ -56,7 +56,7 @@ func TestSpans(t *testing.T) {
 			}
 			attrs := map[string]string{}
 			for _, a := range s.Attributes() {
-				attrs[string(a.Key)] = a.Value.Emit()
+				attrs[string(a.Key)] = a.Value.String()
 			}
 			outcomes = append(outcomes, attrs["idem.outcome"])
 			if attrs["idem.key_hash"] == "" || attrs["idem.scope_hash"] != idemotel.ScopeHash(scope) || attrs["idem.operation"] != "charge" {
