@@ -193,7 +193,7 @@ func TestRunToolsAuditUsage(t *testing.T) {
 		code int
 		want string // in stdout for help, else in stderr
 	}{
-		{"help", []string{"--help"}, audit.ExitClean, "Example:"},
+		{"help", []string{"--help"}, audit.ExitClean, "example:"},
 		{"short help", []string{"-h"}, audit.ExitClean, "idem tools-audit -- "},
 		{"nothing to audit", nil, audit.ExitUsage, "no server"},
 		{"both url and command", []string{"--url", "http://x", "--", "srv"}, audit.ExitUsage, "not both"},

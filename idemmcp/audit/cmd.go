@@ -25,9 +25,8 @@ const (
 	ExitFlagged = 3
 )
 
-const usage = `Usage:
-  idem tools-audit [--json] [--timeout D] -- COMMAND [ARGS...]
-  idem tools-audit [--json] [--timeout D] --url URL
+const usage = `usage: idem tools-audit [--json] [--timeout D] -- COMMAND [ARGS...]
+       idem tools-audit [--json] [--timeout D] --url URL
 
 Connects to an MCP server, lists its tools and flags every tool that is not
 marked read-only (annotations.readOnlyHint) and has no idempotency key
@@ -36,7 +35,7 @@ parameter: an agent that retries such a tool repeats its side effect.
 The server is started as COMMAND over stdio, or reached at URL over the
 streamable HTTP transport. Its stderr is passed through to stderr.
 
-Flags:
+flags:
   --url URL     audit the streamable HTTP MCP endpoint at URL
   --json        print the report as JSON instead of a table
   --timeout D   give up after D (default 30s)
@@ -45,7 +44,7 @@ Flags:
 Exit status: 0 clean, 3 at least one tool flagged, 1 the audit failed,
 2 usage error.
 
-Example:
+example:
   idem tools-audit -- go run ./examples/mcp-refunds -db /tmp/refunds.db
   idem tools-audit --json --url http://127.0.0.1:8080/mcp
 `
@@ -139,6 +138,6 @@ func usageError(stderr io.Writer, msg string) int {
 	if msg != "" {
 		fmt.Fprintf(stderr, "idem tools-audit: %s\n", msg)
 	}
-	fmt.Fprintln(stderr, "run 'idem tools-audit --help' for usage")
+	fmt.Fprint(stderr, "\n"+usage)
 	return ExitUsage
 }
