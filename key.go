@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -28,15 +29,11 @@ func ValidateKey(s string) error {
 		return &KeyError{Reason: "empty"}
 	}
 	if len(s) > MaxKeyLen {
-		return &KeyError{Key: s[:64], Reason: "longer than " + strconv.Itoa(MaxKeyLen) + " bytes"}
+		return &KeyError{Key: truncate(s), Reason: "longer than " + strconv.Itoa(MaxKeyLen) + " bytes"}
 	}
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c > 0x7e {
-			short := s
-			if len(short) > 64 {
-				short = short[:64]
-			}
-			return &KeyError{Key: short, Reason: "byte " + strconv.Itoa(i) + " (" + strconv.QuoteRune(rune(c)) + ") is not printable ASCII"}
+			return &KeyError{Key: truncate(s), Reason: fmt.Sprintf("byte %d (0x%02X) is not printable ASCII", i, c)}
 		}
 	}
 	return nil
@@ -49,8 +46,8 @@ func (k Key) String() string { return string(k) }
 // "charge:v1:<orderID>:<attemptID>".
 //
 // Parts are escaped so that two different part lists never produce the same
-// key: '%' becomes "%25" and ':' becomes "%3A", and any byte outside
-// printable ASCII is percent-encoded. The namespace must be non-empty and
+// key: '%' becomes "%25" and ':' becomes "%3A", and a space or any byte
+// outside printable ASCII is percent-encoded. The namespace must be non-empty and
 // contain only letters, digits, '-', '_' and '.', the version must be
 // positive, and no part may be empty. The result is validated as a [Key].
 func DeriveKey(namespace string, version int, parts ...string) (Key, error) {
@@ -60,7 +57,7 @@ func DeriveKey(namespace string, version int, parts ...string) (Key, error) {
 	for i := 0; i < len(namespace); i++ {
 		c := namespace[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return "", &KeyError{Key: namespace, Reason: "derived key: namespace may hold only letters, digits, '-', '_' and '.'"}
+			return "", &KeyError{Key: truncate(namespace), Reason: "derived key: namespace may hold only letters, digits, '-', '_' and '.'"}
 		}
 	}
 	if version < 1 {
@@ -106,4 +103,12 @@ func escapePart(b *strings.Builder, p string) {
 		}
 		b.WriteByte(c)
 	}
+}
+
+// truncate shortens s for display in errors.
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64]
+	}
+	return s
 }

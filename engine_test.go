@@ -1,0 +1,308 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/memstore"
+)
+
+func newEngine(t *testing.T, st idem.Store, cfg idem.Config) *idem.Engine {
+	t.Helper()
+	e, err := idem.New(st, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+func ok(v string) idem.Handler {
+	return func(context.Context, *idem.Attempt) ([]byte, error) { return []byte(v), nil }
+}
+
+func TestInvalidKeysAreRefusedBeforeAnything(t *testing.T) {
+	st := memstore.New()
+	e := newEngine(t, st, idem.Config{})
+	for _, k := range []string{"", strings.Repeat("k", 256), "new\nline", "tab\tkey", "caf\u00e9", "del\x7f"} {
+		ran := false
+		_, err := e.DoBytes(context.Background(), idem.Request{Key: idem.Key(k)}, func(context.Context, *idem.Attempt) ([]byte, error) {
+			ran = true
+			return nil, nil
+		})
+		var ke *idem.KeyError
+		if !errors.Is(err, idem.ErrInvalidKey) || !errors.As(err, &ke) || ke.Reason == "" {
+			t.Errorf("key %q: err = %v, want a *KeyError", k, err)
+		}
+		if ran {
+			t.Errorf("key %q: the handler ran", k)
+		}
+	}
+	if st.Writes() != 0 {
+		t.Fatalf("invalid keys caused %d store writes", st.Writes())
+	}
+}
+
+func TestConfigValidationNamesTheField(t *testing.T) {
+	st := memstore.New()
+	_, err := idem.New(st, idem.Config{Lease: -time.Second})
+	if err == nil || !strings.Contains(err.Error(), "Config.Lease") {
+		t.Fatalf("negative lease: %v", err)
+	}
+	_, err = idem.New(st, idem.Config{TTL: 24 * time.Hour, Cover: map[string]time.Duration{"client-retries": time.Hour, "dlq-replay": 7 * 24 * time.Hour}})
+	var re *idem.RetentionError
+	if !errors.As(err, &re) || re.Window != "dlq-replay" || !strings.Contains(err.Error(), "dlq-replay") {
+		t.Fatalf("short TTL: %v, want a RetentionError naming dlq-replay", err)
+	}
+	if _, err := idem.New(nil, idem.Config{}); err == nil {
+		t.Fatal("nil store accepted")
+	}
+}
+
+func TestClosed(t *testing.T) {
+	st := memstore.New()
+	e := newEngine(t, st, idem.Config{})
+	e.Close()
+	if _, err := e.DoBytes(context.Background(), idem.Request{Key: "k"}, ok("v")); !errors.Is(err, idem.ErrClosed) {
+		t.Fatalf("closed engine: %v", err)
+	}
+	e2 := newEngine(t, st, idem.Config{})
+	st.Close()
+	ran := false
+	_, err := e2.DoBytes(context.Background(), idem.Request{Key: "k"}, func(context.Context, *idem.Attempt) ([]byte, error) {
+		ran = true
+		return nil, nil
+	})
+	if !errors.Is(err, idem.ErrClosed) || ran {
+		t.Fatalf("closed store: %v (ran=%v)", err, ran)
+	}
+}
+
+// failingStore fails every claim, as an unreachable database would.
+type failingStore struct{ idem.Store }
+
+func (failingStore) Claim(context.Context, idem.ClaimParams) (idem.ClaimResult, error) {
+	return idem.ClaimResult{}, errors.New("connection refused")
+}
+
+func TestStoreUnavailableFailsClosed(t *testing.T) {
+	e := newEngine(t, failingStore{memstore.New()}, idem.Config{})
+	ran := false
+	_, err := e.DoBytes(context.Background(), idem.Request{Key: "k"}, func(context.Context, *idem.Attempt) ([]byte, error) {
+		ran = true
+		return nil, nil
+	})
+	var se *idem.StoreError
+	if !errors.Is(err, idem.ErrStoreUnavailable) || !errors.As(err, &se) || se.Op != "claim" {
+		t.Fatalf("err = %v, want a *StoreError for claim", err)
+	}
+	if ran {
+		t.Fatal("the effect ran without protection")
+	}
+}
+
+func TestCancelledBeforeStartLeavesNothing(t *testing.T) {
+	st := memstore.New()
+	e := newEngine(t, st, idem.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := e.DoBytes(ctx, idem.Request{Key: "k"}, ok("v")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := st.Get(context.Background(), "", "k"); !errors.Is(err, idem.ErrNotFound) {
+		t.Fatalf("a cancelled call left a record: %v", err)
+	}
+}
+
+type recorder struct {
+	mu  sync.Mutex
+	out []idem.Outcome
+}
+
+func (r *recorder) Observe(_ context.Context, ev idem.Event) {
+	if ev.Kind == idem.EventOutcome {
+		r.mu.Lock()
+		r.out = append(r.out, ev.Outcome)
+		r.mu.Unlock()
+	}
+}
+
+func (r *recorder) last() idem.Outcome {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.out[len(r.out)-1]
+}
+
+func TestObserverSeesEveryOutcome(t *testing.T) {
+	rec := &recorder{}
+	st := memstore.New()
+	e := newEngine(t, st, idem.Config{Observer: rec})
+	ctx := context.Background()
+	fpA, fpB := idem.NewFingerprint([]byte("a")), idem.NewFingerprint([]byte("b"))
+	step := func(want idem.Outcome, r idem.Request, h idem.Handler) {
+		t.Helper()
+		_, _ = e.DoBytes(ctx, r, h)
+		if got := rec.last(); got != want {
+			t.Fatalf("outcome = %q, want %q", got, want)
+		}
+	}
+	step(idem.OutcomeFirst, idem.Request{Key: "k", Fingerprint: fpA}, ok("v"))
+	step(idem.OutcomeReplay, idem.Request{Key: "k", Fingerprint: fpA}, ok("v"))
+	step(idem.OutcomeMismatch, idem.Request{Key: "k", Fingerprint: fpB}, ok("v"))
+	step(idem.OutcomeFailed, idem.Request{Key: "f"}, func(context.Context, *idem.Attempt) ([]byte, error) { return nil, errors.New("no") })
+	step(idem.OutcomeReleased, idem.Request{Key: "r"}, func(context.Context, *idem.Attempt) ([]byte, error) { return nil, idem.Release(nil) })
+	step(idem.OutcomeUnknown, idem.Request{Key: "u"}, func(context.Context, *idem.Attempt) ([]byte, error) { return nil, idem.Unknown(nil) })
+	now := time.Now()
+	if _, err := st.Claim(ctx, idem.ClaimParams{Key: "c", AttemptID: "other", Now: now, LeaseUntil: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	step(idem.OutcomeConflict, idem.Request{Key: "c"}, ok("v"))
+	step(idem.OutcomeError, idem.Request{Key: ""}, ok("v"))
+	// Fenced: the record is resolved by an operator while the effect runs.
+	step(idem.OutcomeFenced, idem.Request{Key: "x"}, func(ctx context.Context, a *idem.Attempt) ([]byte, error) {
+		if _, err := st.Finish(ctx, idem.FinishParams{Key: "x", Fence: a.Fence, AttemptID: a.ID, State: idem.StateUnknown, CompletedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Resolve(ctx, "", "x", idem.Resolution{Release: true, Actor: "test", Reason: "fence it"}); err != nil {
+			t.Fatal(err)
+		}
+		return []byte("late"), nil
+	})
+}
+
+// countingStore counts Get calls and hides the memory store's notifier, so
+// waiters must poll.
+type countingStore struct {
+	inner *memstore.Store
+	gets  atomic.Int64
+}
+
+func (c *countingStore) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult, error) {
+	return c.inner.Claim(ctx, p)
+}
+func (c *countingStore) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
+	return c.inner.Finish(ctx, p)
+}
+func (c *countingStore) Release(ctx context.Context, p idem.ReleaseParams) error {
+	return c.inner.Release(ctx, p)
+}
+func (c *countingStore) Heartbeat(ctx context.Context, p idem.HeartbeatParams) error {
+	return c.inner.Heartbeat(ctx, p)
+}
+func (c *countingStore) Resolve(ctx context.Context, p idem.ResolveParams) (*idem.Record, error) {
+	return c.inner.Resolve(ctx, p)
+}
+func (c *countingStore) SetMark(ctx context.Context, s, k string, f int64, m idem.Mark) error {
+	return c.inner.SetMark(ctx, s, k, f, m)
+}
+func (c *countingStore) Get(ctx context.Context, s, k string) (*idem.Record, error) {
+	c.gets.Add(1)
+	return c.inner.Get(ctx, s, k)
+}
+func (c *countingStore) List(ctx context.Context, f idem.ListFilter) ([]idem.Record, error) {
+	return c.inner.List(ctx, f)
+}
+func (c *countingStore) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
+	return c.inner.Sweep(ctx, p)
+}
+func (c *countingStore) Close() error { return c.inner.Close() }
+
+// TestWaitersShareOneWatch: 1,000 waiters on one key held by another process
+// cost the store a handful of reads in total, not a handful each.
+func TestWaitersShareOneWatch(t *testing.T) {
+	cs := &countingStore{inner: memstore.New()}
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	held, err := cs.inner.Claim(ctx, idem.ClaimParams{Key: "hot", AttemptID: "elsewhere", Now: now, LeaseUntil: now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, cs, idem.Config{InFlight: idem.InFlightWait, Wait: 30 * time.Second, PollMax: 100 * time.Millisecond})
+	const n = 1000
+	var wg sync.WaitGroup
+	var good atomic.Int64
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := e.DoBytes(ctx, idem.Request{Key: "hot"}, ok("mine"))
+			if err == nil && r.Replayed && string(r.Value) == "theirs" {
+				good.Add(1)
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	if _, err := cs.inner.Finish(ctx, idem.FinishParams{Key: "hot", Fence: held.Record.Fence, AttemptID: "elsewhere",
+		State: idem.StateSucceeded, Result: []byte("theirs"), CompletedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if good.Load() != n {
+		t.Fatalf("%d of %d waiters got the replay", good.Load(), n)
+	}
+	// Polling from 5ms doubling to 100ms over ~0.5s is about 10 reads; a
+	// watch per waiter would be ~10,000.
+	if g := cs.gets.Load(); g > 50 {
+		t.Fatalf("%d store reads for %d waiters: waiters are not sharing one watch", g, n)
+	}
+	t.Logf("%d waiters, %d store reads", n, cs.gets.Load())
+}
+
+// TestHeartbeatKeepsLongEffectAlive: an effect longer than its lease stays
+// in_progress while it runs, so a duplicate sees it in flight, not unknown.
+func TestHeartbeatKeepsLongEffectAlive(t *testing.T) {
+	st := memstore.New()
+	e := newEngine(t, st, idem.Config{Lease: 300 * time.Millisecond})
+	ctx := context.Background()
+	started := make(chan struct{})
+	finished := make(chan struct{})
+	release := make(chan struct{})
+	go func() {
+		defer close(finished)
+		_, _ = e.DoBytes(ctx, idem.Request{Key: "long"}, func(context.Context, *idem.Attempt) ([]byte, error) {
+			close(started)
+			<-release
+			return []byte("done"), nil
+		})
+	}()
+	<-started
+	for i := 0; i < 4; i++ {
+		time.Sleep(250 * time.Millisecond) // a second in all: three leases
+		if _, err := e.DoBytes(ctx, idem.Request{Key: "long"}, ok("dup")); !errors.Is(err, idem.ErrInFlight) {
+			t.Fatalf("after %dms: %v, want ErrInFlight (the heartbeat should keep the lease)", (i+1)*250, err)
+		}
+	}
+	close(release)
+	<-finished
+	r, err := e.DoBytes(ctx, idem.Request{Key: "long"}, ok("dup"))
+	if err != nil || string(r.Value) != "done" {
+		t.Fatalf("after the effect = %+v, %v", r, err)
+	}
+}
+
+func TestResolveRefusesDecidedRecordsWithoutForce(t *testing.T) {
+	st := memstore.New()
+	e := newEngine(t, st, idem.Config{})
+	ctx := context.Background()
+	if _, err := e.DoBytes(ctx, idem.Request{Key: "k"}, ok("v")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Resolve(ctx, "", "k", idem.Resolution{Release: true}); !errors.Is(err, idem.ErrFenced) {
+		t.Fatalf("resolve of succeeded without force = %v", err)
+	}
+	if _, err := e.Resolve(ctx, "", "k", idem.Resolution{As: idem.StateFailed, Result: []byte("refunded"), Force: true, Actor: "ops", Reason: "chargeback"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.DoBytes(ctx, idem.Request{Key: "k"}, ok("v")); !errors.Is(err, idem.ErrRecordedFailure) {
+		t.Fatalf("after forced resolve: %v", err)
+	}
+	if _, err := e.Resolve(ctx, "", "k", idem.Resolution{As: idem.StateInProgress}); err == nil {
+		t.Fatal("resolve to in_progress accepted")
+	}
+}

@@ -1,0 +1,73 @@
+// Package redisstore is an [idem.Store] and [idem.Notifier] on Redis, for
+// a standalone server, Sentinel or Cluster, through go-redis v9's
+// [redis.UniversalClient].
+//
+// # Layout
+//
+// One record is one hash at "{prefix}:{<tag>}:rec", where <tag> is the
+// scope and key, percent-escaped so that two pairs never share a tag. Its
+// notification channel is "{prefix}:{<tag>}:ch". The hash tag puts both in
+// one Cluster slot, so every script touches a single slot.
+//
+// # Atomicity
+//
+// Claim is one Lua script (EVALSHA, cached): it writes a new in_progress
+// record only when none exists or the stored one is terminal and expired at
+// the caller's Now; otherwise it returns the existing record and writes
+// nothing. Finish, Release, Heartbeat, Resolve and SetMark are scripts
+// that check the fence and attempt id before writing. Sweep deletes each
+// record in a script that re-checks "terminal and expired" itself.
+//
+// # Retention
+//
+// When a record becomes succeeded or failed it gets a Redis TTL at
+// ExpiresAt plus [Config].ExpiryGrace, and its ExpiresAt is also stored in
+// the hash. Claim decides expiry from the stored ExpiresAt, so a TTL that
+// fires late never keeps an expired intent alive past the caller's clock,
+// and one that fires early (a Redis clock ahead of the callers') is covered
+// by the grace. in_progress and unknown records never get a TTL: unknown
+// records are evidence and stay until resolved.
+//
+// # Durability — read this before using Redis for payments
+//
+// Redis acknowledges a write once it is in the primary's memory. With the
+// default persistence (RDB snapshots, or appendonly yes with appendfsync
+// everysec) a crash of the primary can lose about the last second of
+// writes, and a failover to an asynchronously replicated replica can lose
+// whatever it had not received yet. A lost claim is the dangerous case: the
+// effect already ran, the record is gone, and a retry claims the key again
+// and runs the effect a second time. This store cannot prevent that by
+// itself. To narrow or close the window:
+//
+//   - run Redis with appendonly yes and appendfsync always, so a claim is
+//     fsynced before Redis answers (each write costs an fsync);
+//   - set [Config].Wait: after a successful claim, Claim runs WAIT
+//     (replicas acknowledged it) and/or WAITAOF (Redis 7.2+: the primary
+//     and/or replicas fsynced it) on the claim's own connection, and
+//     returns an error wrapping [ErrNotDurable] instead of "claimed" when
+//     the acknowledgements do not arrive in time, so the effect does not
+//     run on a claim that is not yet durable. WAIT alone is not a
+//     guarantee: Redis replication stays asynchronous, and a failover may
+//     still promote a replica that did not acknowledge.
+//
+// Outcome writes (Finish) are not waited on: losing one leaves the record
+// in_progress, which turns unknown when its lease passes — never a
+// duplicate.
+//
+// # Notifications
+//
+// Every write script publishes on the record's channel, with SPUBLISH
+// (sharded pub/sub, Redis 7.0+) or PUBLISH. Subscribe shares one
+// subscriber connection per Store (per master in a Cluster with sharded
+// pub/sub) and signals waiters every [Config].PollFallback as well, because
+// pub/sub messages are lost while a connection is down or a slot migrates.
+//
+// # Departures from the contract
+//
+//   - List and Sweep SCAN the store's keys (on every master in a Cluster):
+//     their cost grows with the number of records, and a concurrent
+//     resharding may make a SCAN miss or repeat keys; Sweep catches what a
+//     run missed on the next run, and List is an operator tool.
+//   - Sweep treats a Limit of 0 or less as no limit.
+//   - Store.Close does not close the client, which the caller owns.
+package redisstore

@@ -1,0 +1,240 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idem"
+)
+
+// PubSubMode selects how write scripts notify waiters.
+type PubSubMode int
+
+const (
+	// PubSubAuto uses sharded pub/sub (SPUBLISH/SSUBSCRIBE) when the server
+	// has it (Redis 7.0+), else classic PUBLISH/SUBSCRIBE.
+	PubSubAuto PubSubMode = iota
+	// PubSubSharded always uses SPUBLISH/SSUBSCRIBE.
+	PubSubSharded
+	// PubSubClassic always uses PUBLISH/SUBSCRIBE. In a Cluster every
+	// PUBLISH is broadcast to every node.
+	PubSubClassic
+	// PubSubOff publishes nothing; waiters are woken only by PollFallback.
+	PubSubOff
+)
+
+// Config configures a [Store]. The zero value is usable.
+type Config struct {
+	// Prefix starts every Redis key the store writes. It may not contain
+	// '{', '}', glob characters (*?[]\) or bytes outside printable ASCII,
+	// so it can never open a hash tag or match another store's keys in a
+	// SCAN. Defaults to "idem".
+	Prefix string
+
+	// Wait, when set, makes Claim wait until the claim is replicated (WAIT)
+	// and/or fsynced to the AOF (WAITAOF) before returning it as claimed, so
+	// the claim is durable before the effect runs. See the package doc.
+	// Defaults to nil: Claim returns as soon as the primary applied it.
+	Wait *WaitConfig
+
+	// PollFallback is how often every subscription is signalled even when
+	// no message arrived, covering messages lost while the subscriber
+	// connection was down (pub/sub is fire-and-forget). Defaults to 1s.
+	PollFallback time.Duration
+
+	// ExpiryGrace is added to a record's ExpiresAt to form the key's Redis
+	// TTL (PEXPIREAT). Claim decides expiry from the stored ExpiresAt and
+	// the caller's clock, never from the TTL, so the grace only has to
+	// cover clock skew between the callers and Redis: a Redis clock running
+	// ahead must never evict a record before callers consider it expired.
+	// Defaults to 5 minutes.
+	ExpiryGrace time.Duration
+
+	// PubSub selects the notification mechanism. Defaults to PubSubAuto.
+	PubSub PubSubMode
+}
+
+// WaitConfig asks Claim to confirm durability before returning.
+type WaitConfig struct {
+	// Replicas is WAIT's numreplicas: how many replicas must acknowledge
+	// the claim. Defaults to 0 (no WAIT).
+	Replicas int
+	// AOFLocal is WAITAOF's numlocal (0 or 1): 1 requires the primary to
+	// have fsynced the claim to its AOF. Needs Redis 7.2+ with
+	// appendonly yes. Defaults to 0.
+	AOFLocal int
+	// AOFReplicas is WAITAOF's numreplicas: how many replicas must have
+	// fsynced the claim to their AOF. Needs Redis 7.2+. Defaults to 0.
+	AOFReplicas int
+	// Timeout bounds each WAIT/WAITAOF; when it passes with fewer
+	// acknowledgements than asked, Claim returns an error wrapping
+	// [ErrNotDurable]. Defaults to 1s.
+	Timeout time.Duration
+}
+
+// ErrNotDurable is wrapped by Claim's error when the claim was written but
+// WAIT or WAITAOF did not confirm it within WaitConfig.Timeout. The effect
+// must not run; the record stays in_progress under the caller's attempt id,
+// so a retry of the same attempt finds it as its own and waits again, and
+// otherwise the lease turns it unknown.
+var ErrNotDurable = errors.New("redisstore: claim not confirmed durable")
+
+// Store is an [idem.Store] and [idem.Notifier] on Redis (standalone,
+// Sentinel or Cluster). It is safe for concurrent use.
+type Store struct {
+	client  redis.UniversalClient
+	prefix  string
+	wait    *WaitConfig
+	grace   time.Duration
+	pubCmd  string // "spublish", "publish" or ""
+	cluster *redis.ClusterClient
+	hub     *hub
+	closed  atomic.Bool
+}
+
+var (
+	_ idem.Store    = (*Store)(nil)
+	_ idem.Notifier = (*Store)(nil)
+)
+
+// probeTimeout bounds New's questions to the server.
+const probeTimeout = 5 * time.Second
+
+// New returns a store that uses client. The store does not own the client:
+// Close stops the store's subscriber but leaves the client open. New
+// validates cfg and, when cfg asks for PubSubAuto or WAITAOF, asks the
+// server (COMMAND INFO, bounded by 5s) which commands it has.
+func New(client redis.UniversalClient, cfg Config) (*Store, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	if client == nil {
+		return nil, errors.New("redisstore: nil client")
+	}
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	s := &Store{client: client, prefix: cfg.Prefix, wait: cfg.Wait, grace: cfg.ExpiryGrace}
+	s.cluster, _ = client.(*redis.ClusterClient)
+	if err := s.probe(ctx, cfg); err != nil {
+		return nil, err
+	}
+	s.hub = newHub(s, cfg.PollFallback)
+	return s, nil
+}
+
+func (c *Config) setDefaults() error {
+	if c.Prefix == "" {
+		c.Prefix = "idem"
+	}
+	if i := strings.IndexFunc(c.Prefix, func(r rune) bool {
+		return r < 0x21 || r > 0x7e || strings.ContainsRune("{}*?[]\\", r)
+	}); i >= 0 {
+		return fmt.Errorf("redisstore: Config.Prefix %q: byte %d may not appear in a prefix", c.Prefix, i)
+	}
+	if c.PollFallback == 0 {
+		c.PollFallback = time.Second
+	}
+	if c.PollFallback < 0 {
+		return errors.New("redisstore: Config.PollFallback must not be negative")
+	}
+	if c.ExpiryGrace == 0 {
+		c.ExpiryGrace = 5 * time.Minute
+	}
+	if c.ExpiryGrace < 0 {
+		return errors.New("redisstore: Config.ExpiryGrace must not be negative")
+	}
+	if c.PubSub < PubSubAuto || c.PubSub > PubSubOff {
+		return fmt.Errorf("redisstore: Config.PubSub: unknown mode %d", c.PubSub)
+	}
+	return c.Wait.validate()
+}
+
+func (w *WaitConfig) validate() error {
+	if w == nil {
+		return nil
+	}
+	if w.Replicas < 0 || w.AOFLocal < 0 || w.AOFLocal > 1 || w.AOFReplicas < 0 {
+		return errors.New("redisstore: Config.Wait: Replicas and AOFReplicas must be >= 0, AOFLocal 0 or 1")
+	}
+	if w.Replicas == 0 && w.AOFLocal == 0 && w.AOFReplicas == 0 {
+		return errors.New("redisstore: Config.Wait asks for no acknowledgement; set Replicas, AOFLocal or AOFReplicas, or leave Wait nil")
+	}
+	if w.Timeout == 0 {
+		w.Timeout = time.Second
+	}
+	if w.Timeout < 0 {
+		return errors.New("redisstore: Config.Wait.Timeout must not be negative")
+	}
+	return nil
+}
+
+// probe asks the server which commands it has.
+func (s *Store) probe(ctx context.Context, cfg Config) error {
+	if s.wait != nil {
+		switch s.client.(type) {
+		case *redis.Client, *redis.ClusterClient:
+		default:
+			return fmt.Errorf("redisstore: Config.Wait needs a *redis.Client or *redis.ClusterClient (WAIT must run on the claim's own connection), got %T", s.client)
+		}
+		if s.wait.AOFLocal > 0 || s.wait.AOFReplicas > 0 {
+			ok, err := s.hasCommand(ctx, "waitaof")
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return errors.New("redisstore: Config.Wait asks for WAITAOF, which this server does not have (needs Redis 7.2+)")
+			}
+		}
+	}
+	switch cfg.PubSub {
+	case PubSubSharded:
+		s.pubCmd = "spublish"
+	case PubSubClassic:
+		s.pubCmd = "publish"
+	case PubSubAuto:
+		ok, err := s.hasCommand(ctx, "spublish")
+		if err != nil {
+			return err
+		}
+		s.pubCmd = "publish"
+		if ok {
+			s.pubCmd = "spublish"
+		}
+	}
+	return nil
+}
+
+func (s *Store) hasCommand(ctx context.Context, name string) (bool, error) {
+	res, err := s.client.Do(ctx, "command", "info", name).Slice()
+	if err != nil {
+		return false, fmt.Errorf("redisstore: probing server for %s: %w", strings.ToUpper(name), err)
+	}
+	return len(res) == 1 && res[0] != nil, nil
+}
+
+// Close stops the store's subscriber and wakes its waiters. It does not
+// close the client. Later calls return idem.ErrClosed.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.hub.close()
+	return nil
+}
+
+func (s *Store) check() error {
+	if s.closed.Load() {
+		return idem.ErrClosed
+	}
+	return nil
+}
+
+func storeErr(op string, err error) error {
+	return &idem.StoreError{Op: op, Err: err}
+}

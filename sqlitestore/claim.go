@@ -1,0 +1,112 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/idemkit/idem"
+)
+
+type claimFunc func(ctx context.Context, o ops, p idem.ClaimParams) (idem.ClaimResult, error)
+
+// maxClaimRounds bounds the insert → replace → read loop. A round only
+// repeats when the row vanished or expired between two statements, so more
+// than a few rounds means something is badly wrong.
+const maxClaimRounds = 16
+
+func (o ops) claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult, error) {
+	if err := idem.ValidateKey(p.Key); err != nil {
+		return idem.ClaimResult{}, err
+	}
+	if p.AttemptID == "" {
+		return idem.ClaimResult{}, badParam("claim: empty AttemptID: a retried claim could not recognise its own row")
+	}
+	if o.replayCheck {
+		// A duplicate must not write, nor even queue for the writer.
+		r, err := o.get(ctx, o.read, p.Scope, p.Key)
+		switch {
+		case err == nil && !r.Expired(p.Now):
+			return existing(r, p), nil
+		case err != nil && !errors.Is(err, idem.ErrNotFound):
+			return idem.ClaimResult{}, err
+		}
+	}
+	if o.brokenClaim != nil {
+		return o.brokenClaim(ctx, o, p)
+	}
+	for range maxClaimRounds {
+		r, done, err := o.claimRound(ctx, p)
+		if done || err != nil {
+			return r, err
+		}
+	}
+	return idem.ClaimResult{}, fmt.Errorf("claim %q/%q did not settle after %d rounds", p.Scope, p.Key, maxClaimRounds)
+}
+
+// claimRound tries once to claim: insert, else replace an expired terminal
+// record, else return the existing record. Each statement is atomic on its
+// own; done is false when the row changed between them and the round must
+// be repeated.
+func (o ops) claimRound(ctx context.Context, p idem.ClaimParams) (res idem.ClaimResult, done bool, err error) {
+	r, err := o.insertClaim(ctx, p)
+	if err == nil {
+		return idem.ClaimResult{Record: *r, Claimed: true}, true, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return res, true, err
+	}
+	r, err = o.replaceExpired(ctx, p)
+	if err == nil {
+		return idem.ClaimResult{Record: *r, Claimed: true}, true, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return res, true, err
+	}
+	r, err = o.get(ctx, o.write, p.Scope, p.Key)
+	switch {
+	case errors.Is(err, idem.ErrNotFound):
+		return res, false, nil // released or swept a moment ago
+	case err != nil:
+		return res, true, err
+	case r.Expired(p.Now):
+		return res, false, nil // finished and already expired a moment ago
+	}
+	return existing(r, p), true, nil
+}
+
+// existing answers a claim that found r: Claimed only when r is the
+// caller's own in-progress claim whose answer was lost.
+func existing(r *idem.Record, p idem.ClaimParams) idem.ClaimResult {
+	own := r.State == idem.StateInProgress && r.AttemptID == p.AttemptID
+	return idem.ClaimResult{Record: *r, Claimed: own}
+}
+
+// insertClaim inserts a fresh claim; the primary key decides, and a
+// conflict returns sql.ErrNoRows without writing anything.
+func (o ops) insertClaim(ctx context.Context, p idem.ClaimParams) (*idem.Record, error) {
+	return scanRecord(o.write.QueryRowContext(ctx, `
+		INSERT INTO idem_records
+			(scope, key, fingerprint, state, fence, attempt_id, intent, created_at, lease_until)
+		VALUES (?, ?, ?, 'in_progress', 1, ?, ?, ?, ?)
+		ON CONFLICT (scope, key) DO NOTHING
+		RETURNING `+columns,
+		p.Scope, p.Key, p.Fingerprint[:], p.AttemptID, blob(p.Intent), p.Now.UnixMicro(), micros(p.LeaseUntil)))
+}
+
+// replaceExpired re-claims a succeeded/failed record whose retention has
+// passed at p.Now, bumping its fence; the expiry is checked in the same
+// statement, so a record re-claimed or renewed meanwhile is left alone.
+func (o ops) replaceExpired(ctx context.Context, p idem.ClaimParams) (*idem.Record, error) {
+	return scanRecord(o.write.QueryRowContext(ctx, `
+		UPDATE idem_records SET
+			fingerprint = ?, state = 'in_progress', fence = fence + 1, attempt_id = ?,
+			intent = ?, result = NULL, mark = '', created_at = ?, lease_until = ?,
+			completed_at = NULL, expires_at = NULL
+		WHERE scope = ? AND key = ? AND state IN ('succeeded', 'failed')
+			AND expires_at IS NOT NULL AND expires_at <= ?
+		RETURNING `+columns,
+		p.Fingerprint[:], p.AttemptID, blob(p.Intent), p.Now.UnixMicro(), micros(p.LeaseUntil),
+		p.Scope, p.Key, p.Now.UnixMicro()))
+}

@@ -1,0 +1,120 @@
+package sqlitestore
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config configures [Open]. The zero value of every field but Path selects
+// its default.
+type Config struct {
+	// Path is the database file. It is created if absent. In-memory
+	// databases (":memory:") and "file:" URIs are refused: the writer and
+	// the readers are separate connections and must share one file. Path
+	// may not contain '?'. There is no default.
+	Path string
+
+	// Synchronous is SQLite's synchronous setting for the writer: "FULL"
+	// fsyncs the WAL on every commit, so a claim survives power loss before
+	// its effect runs. "NORMAL" is faster but a commit acknowledged just
+	// before a power cut may be lost, and with it a claim whose effect
+	// already ran; a duplicate could then run the effect again. "EXTRA" is
+	// also accepted; "OFF" is refused. Defaults to "FULL".
+	Synchronous string
+
+	// BusyTimeout is how long a connection waits for a lock held by another
+	// connection or process before failing. Defaults to 5s.
+	BusyTimeout time.Duration
+
+	// ReadConns is the size of the read-only connection pool used for Get,
+	// List and the replay check of Claim. Defaults to 4.
+	ReadConns int
+
+	// Migrate applies the embedded migrations during Open. Without it the
+	// schema must already be in place (see [Store.Migrate] and
+	// [MigrationsSQL]). Defaults to false.
+	Migrate bool
+}
+
+// Defaults.
+const (
+	DefaultSynchronous = "FULL"
+	DefaultBusyTimeout = 5 * time.Second
+	DefaultReadConns   = 4
+)
+
+// withDefaults validates c and fills in defaults. Errors name the field.
+func (c Config) withDefaults() (Config, error) {
+	switch {
+	case c.Path == "":
+		return c, fmt.Errorf("sqlitestore: Config.Path: empty; name a database file")
+	case c.Path == ":memory:" || strings.HasPrefix(c.Path, "file:"):
+		return c, fmt.Errorf("sqlitestore: Config.Path: %q is not a plain file path; the writer and readers must share one file", c.Path)
+	case strings.ContainsRune(c.Path, '?'):
+		return c, fmt.Errorf("sqlitestore: Config.Path: %q contains '?'", c.Path)
+	}
+	sync, err := parseSynchronous(c.Synchronous)
+	if err != nil {
+		return c, err
+	}
+	c.Synchronous = sync
+	switch {
+	case c.BusyTimeout < 0:
+		return c, fmt.Errorf("sqlitestore: Config.BusyTimeout: %s is negative", c.BusyTimeout)
+	case c.BusyTimeout == 0:
+		c.BusyTimeout = DefaultBusyTimeout
+	}
+	switch {
+	case c.ReadConns < 0:
+		return c, fmt.Errorf("sqlitestore: Config.ReadConns: %d is negative", c.ReadConns)
+	case c.ReadConns == 0:
+		c.ReadConns = DefaultReadConns
+	}
+	return c, nil
+}
+
+func parseSynchronous(s string) (string, error) {
+	switch u := strings.ToUpper(s); u {
+	case "":
+		return DefaultSynchronous, nil
+	case "FULL", "NORMAL", "EXTRA":
+		return u, nil
+	case "OFF":
+		return "", fmt.Errorf("sqlitestore: Config.Synchronous: OFF is refused: a claim must be durable before its effect runs")
+	default:
+		return "", fmt.Errorf("sqlitestore: Config.Synchronous: %q is not FULL, NORMAL or EXTRA", s)
+	}
+}
+
+// writerDSN opens the single writer: WAL, the chosen synchronous level, and
+// BEGIN IMMEDIATE for every transaction so that a write transaction takes
+// the write lock up front (waiting under busy_timeout) instead of failing
+// with SQLITE_BUSY when it upgrades from a read.
+func (c Config) writerDSN() string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout("+c.busyMillis()+")")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+c.Synchronous+")")
+	q.Set("_txlock", "immediate")
+	return c.Path + "?" + q.Encode()
+}
+
+// readerDSN opens a read-only connection (query_only): it can never take
+// the write lock, so readers never queue behind the writer.
+func (c Config) readerDSN() string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout("+c.busyMillis()+")")
+	q.Add("_pragma", "query_only(1)")
+	return c.Path + "?" + q.Encode()
+}
+
+func (c Config) busyMillis() string {
+	ms := c.BusyTimeout.Milliseconds()
+	if ms < 1 {
+		ms = 1
+	}
+	return strconv.FormatInt(ms, 10)
+}

@@ -1,0 +1,90 @@
+package sqlitestore
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/idemkit/idem"
+)
+
+func (o ops) finish(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
+	from := `state IN ('in_progress', 'unknown')`
+	expires := micros(p.ExpiresAt)
+	switch p.State {
+	case idem.StateSucceeded, idem.StateFailed:
+	case idem.StateUnknown:
+		// Marking unknown keeps the fence and never starts retention.
+		from, expires = `state = 'in_progress'`, nil
+	default:
+		return nil, badParam("finish: state %q is not succeeded, failed or unknown", p.State)
+	}
+	r, err := scanRecord(o.write.QueryRowContext(ctx, `
+		UPDATE idem_records SET state = ?, result = ?, completed_at = ?, expires_at = ?
+		WHERE scope = ? AND key = ? AND fence = ? AND attempt_id = ? AND `+from+`
+		RETURNING `+columns,
+		string(p.State), blob(p.Result), micros(p.CompletedAt), expires,
+		p.Scope, p.Key, p.Fence, p.AttemptID))
+	if !errors.Is(err, sql.ErrNoRows) {
+		return r, err
+	}
+	return o.finishRetried(ctx, p)
+}
+
+// finishRetried decides a Finish that changed nothing: it succeeds only if
+// the record already holds exactly this outcome for this fence and attempt
+// (an earlier identical write whose answer was lost).
+func (o ops) finishRetried(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
+	r, err := o.get(ctx, o.write, p.Scope, p.Key)
+	switch {
+	case errors.Is(err, idem.ErrNotFound):
+		return nil, fenced(p.Scope, p.Key, "is gone (released or swept)")
+	case err != nil:
+		return nil, err
+	case r.Fence != p.Fence || r.AttemptID != p.AttemptID:
+		return nil, fenced(p.Scope, p.Key, "is held by another fence or attempt")
+	case r.State != p.State || !bytes.Equal(r.Result, p.Result):
+		return nil, fenced(p.Scope, p.Key, "already holds another outcome (state "+string(r.State)+")")
+	}
+	return r, nil
+}
+
+func (o ops) release(ctx context.Context, p idem.ReleaseParams) error {
+	res, err := o.write.ExecContext(ctx, `
+		DELETE FROM idem_records
+		WHERE scope = ? AND key = ? AND fence = ? AND attempt_id = ?
+			AND state IN ('in_progress', 'unknown')`,
+		p.Scope, p.Key, p.Fence, p.AttemptID)
+	if n, err := affected(res, err); err != nil || n > 0 {
+		return err
+	}
+	// Nothing deleted: absent is a retried release; anything else moved on.
+	_, err = o.get(ctx, o.write, p.Scope, p.Key)
+	switch {
+	case errors.Is(err, idem.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	return fenced(p.Scope, p.Key, "is terminal or held by another fence or attempt")
+}
+
+func (o ops) heartbeat(ctx context.Context, p idem.HeartbeatParams) error {
+	res, err := o.write.ExecContext(ctx, `
+		UPDATE idem_records SET lease_until = ?
+		WHERE scope = ? AND key = ? AND fence = ? AND attempt_id = ? AND state = 'in_progress'`,
+		micros(p.LeaseUntil), p.Scope, p.Key, p.Fence, p.AttemptID)
+	n, err := affected(res, err)
+	if err == nil && n == 0 {
+		return fenced(p.Scope, p.Key, "is not in progress under this fence and attempt")
+	}
+	return err
+}
+
+func affected(res sql.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}

@@ -1,0 +1,94 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// querier is what both *sql.DB and *sql.Tx offer.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// ops are the store operations bound to where their statements run: a
+// Store reads on its reader pool and writes on its writer; a transaction
+// store does both in the caller's transaction.
+type ops struct {
+	read, write querier
+	// replayCheck lets Claim answer a replay from read before touching
+	// write. Off inside a caller's transaction, which must see its own
+	// uncommitted rows.
+	replayCheck bool
+	// brokenClaim, set only by tests, replaces the constraint-decided
+	// claim after the replay check (the constraint-evidence test).
+	brokenClaim claimFunc
+}
+
+// columns is the order scanRecord expects.
+const columns = `scope, key, fingerprint, state, fence, attempt_id, intent, result, mark,
+	created_at, lease_until, completed_at, expires_at`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanRecord(sc scanner) (*idem.Record, error) {
+	var (
+		r                         idem.Record
+		fp                        []byte
+		state, mark               string
+		created                   int64
+		lease, completed, expires sql.NullInt64
+	)
+	err := sc.Scan(&r.Scope, &r.Key, &fp, &state, &r.Fence, &r.AttemptID, &r.Intent, &r.Result,
+		&mark, &created, &lease, &completed, &expires)
+	if err != nil {
+		return nil, err
+	}
+	copy(r.Fingerprint[:], fp)
+	r.State, r.Mark = idem.State(state), idem.Mark(mark)
+	r.CreatedAt = time.UnixMicro(created).UTC()
+	r.LeaseUntil, r.CompletedAt, r.ExpiresAt = fromMicros(lease), fromMicros(completed), fromMicros(expires)
+	if len(r.Intent) == 0 {
+		r.Intent = nil
+	}
+	if len(r.Result) == 0 {
+		r.Result = nil
+	}
+	return &r, nil
+}
+
+// micros stores t as unix microseconds, and the zero time as NULL.
+func micros(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+func fromMicros(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return time.UnixMicro(v.Int64).UTC()
+}
+
+// blob stores an empty slice as NULL so that nil and empty read back alike.
+func blob(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+func (o ops) get(ctx context.Context, q querier, scope, key string) (*idem.Record, error) {
+	r, err := scanRecord(q.QueryRowContext(ctx,
+		`SELECT `+columns+` FROM idem_records WHERE scope = ? AND key = ?`, scope, key))
+	if err == sql.ErrNoRows {
+		return nil, notFound(scope, key)
+	}
+	return r, err
+}
