@@ -94,3 +94,5 @@ func (e *env) deadLetters(t *testing.T, want int) []jetstream.Msg {
 	}
 	return out
 }
+
+func jetstreamMsgID(key string) jetstream.PublishOpt { return jetstream.WithMsgID(key) }
