@@ -10,6 +10,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -66,7 +67,8 @@ func child() error {
 	if err != nil {
 		return err
 	}
-	cfg := consumer.Config{Engine: eng, RetryDelay: 100 * time.Millisecond, Recover: recoverFromFile(get("IDEM_CHILD_EFFECTS"))}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg := consumer.Config{Engine: eng, RetryDelay: 100 * time.Millisecond, Recover: recoverFromFile(get("IDEM_CHILD_EFFECTS")), Logger: logger}
 	var p *consumer.Processor
 	if get("IDEM_CHILD_MODE") == "tx" {
 		if _, err := st.DB().ExecContext(ctx, ledgerDDL); err != nil {
@@ -92,7 +94,7 @@ func child() error {
 	if err != nil {
 		return err
 	}
-	c, err := natsconsumer.New(js, natsconsumer.Config{Processor: p})
+	c, err := natsconsumer.New(js, natsconsumer.Config{Processor: p, Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -77,6 +77,11 @@ func New(js jetstream.JetStream, cfg Config) (*Consumer, error) {
 // Run pulls from cons until ctx ends, processing up to Workers messages at
 // once. It returns nil when ctx ends, after the messages in hand are
 // settled.
+//
+// It pulls with plain Fetch requests (at most one per free worker, each
+// waiting up to a second) rather than the Messages iterator: a fetch holds
+// no long-lived pull state that a server restart, or an older server's
+// answers, could strand.
 func (c *Consumer) Run(ctx context.Context, cons jetstream.Consumer) error {
 	info := cons.CachedInfo()
 	source := info.Stream + "/" + info.Name
@@ -84,31 +89,73 @@ func (c *Consumer) Run(ctx context.Context, cons jetstream.Consumer) error {
 	if hb == 0 {
 		hb = info.Config.AckWait / 3
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(c.cfg.Workers))
-	if err != nil {
-		return fmt.Errorf("natsconsumer: messages: %w", err)
-	}
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
 	sem := make(chan struct{}, c.cfg.Workers)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	for {
-		msg, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
-			return fmt.Errorf("natsconsumer: next: %w", err)
+	for ctx.Err() == nil {
+		n := acquire(ctx, sem)
+		if n == 0 {
+			return nil
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			// Settling outlives shutdown: a message in hand is finished.
-			c.handle(context.WithoutCancel(ctx), msg, source, hb)
-		}()
+		got, err := c.fetch(ctx, cons, n, func(msg jetstream.Msg) {
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				// Settling outlives shutdown: a message in hand is finished.
+				c.handle(context.WithoutCancel(ctx), msg, source, hb)
+			}()
+		})
+		for ; got < n; got++ {
+			<-sem
+		}
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// acquire takes one worker slot (waiting for it) and then every other free
+// slot, and returns how many it took; 0 when ctx ended.
+func acquire(ctx context.Context, sem chan struct{}) int {
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		return 0
+	}
+	n := 1
+	for {
+		select {
+		case sem <- struct{}{}:
+			n++
+		default:
+			return n
+		}
+	}
+}
+
+// fetch pulls up to n messages and hands each to dispatch; it returns how
+// many it dispatched.
+func (c *Consumer) fetch(ctx context.Context, cons jetstream.Consumer, n int, dispatch func(jetstream.Msg)) (int, error) {
+	fctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	batch, err := cons.Fetch(n, jetstream.FetchContext(fctx))
+	if err != nil {
+		if fctx.Err() != nil {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("natsconsumer: fetch: %w", err)
+	}
+	got := 0
+	for msg := range batch.Messages() {
+		dispatch(msg)
+		got++
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) &&
+		!errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
+		return got, fmt.Errorf("natsconsumer: fetch: %w", err)
+	}
+	return got, nil
 }
 
 // Handle processes one message from a consumer whose scope is source

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -145,6 +146,9 @@ func drained(t *testing.T, cons jetstream.Consumer) func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		info, err := cons.Info(ctx)
+		if err == nil && os.Getenv("IDEM_DEBUG") != "" {
+			t.Logf("pending %d ackpending %d waiting %d redelivered %d delivered %d", info.NumPending, info.NumAckPending, info.NumWaiting, info.NumRedelivered, info.Delivered.Consumer)
+		}
 		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
 	}
 }

@@ -9,8 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testenv"
@@ -19,8 +22,10 @@ import (
 
 // proc is a running child consumer.
 type proc struct {
-	cmd   *exec.Cmd
-	lines chan string
+	cmd    *exec.Cmd
+	lines  chan string
+	js     jetstream.JetStream
+	stream string
 }
 
 type crashRig struct {
@@ -60,7 +65,7 @@ func (r *crashRig) start(t *testing.T, mode, crash, crashKey string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, lines: make(chan string, 1024)}
+	p := &proc{cmd: cmd, lines: make(chan string, 1024), js: r.js, stream: r.name}
 	go func() {
 		s := bufio.NewScanner(out)
 		for s.Scan() {
@@ -86,6 +91,16 @@ func (p *proc) await(t *testing.T, prefix string) string {
 				return l
 			}
 		case <-timeout:
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if c, err := p.js.Consumer(ctx, p.stream, "billing"); err == nil {
+				info, _ := c.Info(ctx)
+				t.Logf("consumer: %+v", info)
+			}
+			if os.Getenv("IDEM_DEBUG") != "" {
+				_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+				time.Sleep(time.Second)
+			}
 			t.Fatalf("child never said %q", prefix)
 		}
 	}
