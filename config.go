@@ -53,6 +53,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Codec encodes typed results for [Do]. Defaults to JSON.
 	Codec Codec
+	// ReplayCache keeps terminal records in memory so replays need no store
+	// round trip. Defaults to on (32 MiB) for process-local stores and off
+	// for shared ones; see [ReplayCacheConfig].
+	ReplayCache ReplayCacheConfig
 }
 
 func (c *Config) fill() error {

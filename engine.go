@@ -20,6 +20,7 @@ type Engine struct {
 
 	closed  atomic.Bool
 	flights flightGroup
+	cache   *replayCache
 }
 
 // New returns an engine over store. It fails when the configuration is
@@ -32,7 +33,7 @@ func New(store Store, cfg Config) (*Engine, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	e := &Engine{store: store, cfg: cfg}
+	e := &Engine{store: store, cfg: cfg, cache: newReplayCache(cfg.ReplayCache, store)}
 	e.flights.init(e)
 	return e, nil
 }
@@ -47,6 +48,8 @@ func (e *Engine) Config() Config { return e.cfg }
 // store, typically a transaction-bound view of the same database (see the
 // SQL stores' WithTx), so that a local effect and its record commit together.
 func (e *Engine) WithStore(s Store) *Engine {
+	// A transaction-bound view gets no replay cache: what it reads may
+	// still roll back.
 	n := &Engine{store: s, cfg: e.cfg}
 	n.flights.init(n)
 	return n
@@ -140,6 +143,10 @@ func (e *Engine) do(ctx context.Context, req *Request, h Handler) (Result, Outco
 		}
 		intent = b
 	}
+	ck := flightKey(req.Scope, string(req.Key))
+	if rec, ok := e.cache.get(ck, e.now()); ok {
+		return e.replay(req, rec)
+	}
 	attemptID := newAttemptID()
 	var waitDeadline time.Time
 	for {
@@ -156,15 +163,14 @@ func (e *Engine) do(ctx context.Context, req *Request, h Handler) (Result, Outco
 		if cr.Claimed {
 			return e.run(ctx, req, pol, rec, h, false)
 		}
+		if rec.State.Terminal() {
+			e.cache.put(ck, rec)
+			return e.replay(req, rec)
+		}
 		if rec.Fingerprint != req.Fingerprint {
 			return Result{}, OutcomeMismatch, &MismatchError{Scope: req.Scope, Key: string(req.Key), Record: &rec}
 		}
 		switch rec.State {
-		case StateSucceeded:
-			return Result{Value: rec.Result, State: rec.State, Replayed: true, Record: rec}, OutcomeReplay, nil
-		case StateFailed:
-			return Result{Value: rec.Result, State: rec.State, Replayed: true, Record: rec}, OutcomeReplay,
-				&FailureError{Message: string(rec.Result), Replayed: true}
 		case StateUnknown:
 			return e.onUnknown(ctx, req, pol, rec, h)
 		}
@@ -194,6 +200,19 @@ func (e *Engine) do(ctx context.Context, req *Request, h Handler) (Result, Outco
 		// Loop: claim again. A released key is free (one waiter wins),
 		// a recorded outcome replays, an unknown is reported.
 	}
+}
+
+// replay returns a terminal record's outcome, or a mismatch when the
+// request differs from the one that claimed the key.
+func (e *Engine) replay(req *Request, rec Record) (Result, Outcome, error) {
+	if rec.Fingerprint != req.Fingerprint {
+		return Result{}, OutcomeMismatch, &MismatchError{Scope: req.Scope, Key: string(req.Key), Record: &rec}
+	}
+	res := Result{Value: rec.Result, State: rec.State, Replayed: true, Record: rec}
+	if rec.State == StateFailed {
+		return res, OutcomeReplay, &FailureError{Message: string(rec.Result), Replayed: true}
+	}
+	return res, OutcomeReplay, nil
 }
 
 func (e *Engine) policy(p Policy) Policy {
@@ -290,6 +309,7 @@ func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, 
 		if ferr != nil {
 			return e.finishFailed(ferr)
 		}
+		e.cache.put(flightKey(rec.Scope, rec.Key), *frec)
 		return Result{Value: val, State: StateSucceeded, Record: *frec}, OutcomeFirst, nil
 	case errors.Is(herr, ErrReleased):
 		if rerr := e.release(fctx, rec); rerr != nil {

@@ -43,7 +43,10 @@ func (e *Engine) Resolve(ctx context.Context, scope string, key Key, r Resolutio
 	if r.As.Terminal() {
 		p.ExpiresAt = now.Add(e.cfg.TTL)
 	}
+	ck := flightKey(scope, string(key))
+	e.cache.invalidate(ck)
 	rec, err := e.resolve(ctx, p)
+	e.cache.invalidate(ck) // and again, in case a replay refilled it meanwhile
 	if err != nil {
 		if errors.Is(err, ErrFenced) && !r.Force {
 			return nil, fmt.Errorf("%w: record is not unknown; use Force to change a decided record", err)

@@ -37,6 +37,10 @@ func New() *Store {
 var _ idem.Store = (*Store)(nil)
 var _ idem.Notifier = (*Store)(nil)
 
+// ProcessLocal reports true: no other process can change this store's
+// records, so the engine's replay cache is exact for it.
+func (s *Store) ProcessLocal() bool { return true }
+
 // Writes returns how many writes the store has performed (inserts, updates
 // and deletes). Tests use it to show that a replay costs no write.
 func (s *Store) Writes() int64 {

@@ -11,9 +11,13 @@ func TestConformance(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			c := b.client(t)
-			storetest.Run(t, storetest.Harness{NewStore: func(t *testing.T) idem.Store {
-				return newStoreOn(t, c, Config{})
-			}})
+			storetest.Run(t, storetest.Harness{
+				NewStore: func(t *testing.T) idem.Store { return newStoreOn(t, c, Config{}) },
+				// A second Store with its own client on the same prefix.
+				NewPeer: func(t *testing.T, st idem.Store) idem.Store {
+					return newStoreOn(t, b.client(t), Config{Prefix: st.(*Store).prefix})
+				},
+			})
 		})
 	}
 }

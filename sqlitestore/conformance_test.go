@@ -9,7 +9,11 @@ import (
 
 // TestConformance runs the shared suite with a fresh database file per test.
 func TestConformance(t *testing.T) {
-	storetest.Run(t, storetest.Harness{NewStore: func(t *testing.T) idem.Store { return newStore(t) }})
+	storetest.Run(t, storetest.Harness{
+		NewStore: func(t *testing.T) idem.Store { return newStore(t) },
+		// A second Store on the same file, as another process opens it.
+		NewPeer: func(t *testing.T, st idem.Store) idem.Store { return openAt(t, st.(*Store).cfg.Path) },
+	})
 }
 
 // TestConstraintEvidence proves the primary key is what keeps effects

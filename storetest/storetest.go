@@ -12,9 +12,7 @@ package storetest
 
 import (
 	"context"
-	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +23,12 @@ import (
 type Harness struct {
 	// NewStore returns a fresh, empty, isolated store. The suite closes it.
 	NewStore func(t *testing.T) idem.Store
+	// NewPeer, when set, returns a second, independent instance (its own
+	// connection pool or client) over the same data as st, as another
+	// process would open it. The suite closes it. The cross-instance tests
+	// race two engines through the pair and check that a waiter in one is
+	// woken by the other with a bounded number of store reads.
+	NewPeer func(t *testing.T, st idem.Store) idem.Store
 }
 
 // Run runs the whole conformance suite.
@@ -35,6 +39,7 @@ func Run(t *testing.T, h Harness) {
 	}
 	t.Run("Contract", func(t *testing.T) { runContract(t, h) })
 	t.Run("Engine", func(t *testing.T) { runEngine(t, h) })
+	t.Run("CrossInstance", func(t *testing.T) { runCrossClient(t, h) })
 }
 
 // open returns a fresh store closed at the end of the test.
@@ -86,56 +91,7 @@ type RaceReport struct {
 // every key is decided.
 func Race(t *testing.T, st idem.Store, goroutines, keys int) RaceReport {
 	t.Helper()
-	ctx := ctxT(t)
-	eng, err := idem.New(st, idem.Config{Lease: time.Minute, InFlight: idem.InFlightReject})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	counts := make([]atomic.Int64, keys)
-	var errs atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
-	for g := 0; g < goroutines; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < keys; i++ {
-				k := (i + g*7) % keys
-				key := idem.Key(fmt.Sprintf("race:v1:%d", k))
-				for attempt := 0; attempt < 10000; attempt++ {
-					_, err := eng.DoBytes(ctx, idem.Request{Scope: "race", Key: key, Fingerprint: fp("same")},
-						func(ctx context.Context, a *idem.Attempt) ([]byte, error) {
-							counts[k].Add(1)
-							return []byte("ok"), nil
-						})
-					if err == nil {
-						break
-					}
-					if errorsIsInFlight(err) {
-						time.Sleep(time.Millisecond)
-						continue
-					}
-					errs.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-					break
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	rep := RaceReport{Errors: int(errs.Load())}
-	if e, ok := firstErr.Load().(error); ok {
-		rep.FirstErr = e
-	}
-	for k := range counts {
-		if c := counts[k].Load(); c > 1 {
-			rep.Extra += int(c - 1)
-		} else if c == 0 {
-			rep.Missing++
-		}
-	}
-	return rep
+	return raceEngines(t, []idem.Store{st}, goroutines, keys)
 }
 
 // RaceEffects runs [Race] and returns how many effects ran beyond one per

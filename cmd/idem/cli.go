@@ -1,0 +1,176 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// flags is one command's flag set with its usage text.
+type flags struct {
+	*flag.FlagSet
+	e        *env
+	synopsis string
+	about    string
+	example  string
+}
+
+func (e *env) newFlags(name, synopsis, about, example string) *flags {
+	fs := flag.NewFlagSet("idem "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {} // printed by parse, to the right stream
+	return &flags{FlagSet: fs, e: e, synopsis: synopsis, about: about, example: example}
+}
+
+func (f *flags) usage(w io.Writer) {
+	fmt.Fprintf(w, "usage: %s\n\n%s\n\nflags:\n", f.synopsis, f.about)
+	f.SetOutput(w)
+	f.PrintDefaults()
+	f.SetOutput(f.e.stderr)
+	fmt.Fprintf(w, "\nexample:\n  %s\n", f.example)
+}
+
+// parse parses args with flags allowed before and after positional
+// arguments. ok is false when the command must exit with code: 0 after
+// --help, 2 after a bad flag.
+func (f *flags) parse(args []string) (pos []string, code int, ok bool) {
+	pos, err := parseInterspersed(f.FlagSet, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		f.usage(f.e.stdout)
+		return nil, exitOK, false
+	case err != nil:
+		fmt.Fprintln(f.e.stderr)
+		f.usage(f.e.stderr)
+		return nil, exitUsage, false
+	}
+	return pos, 0, true
+}
+
+// usageError reports a usage mistake found after parsing.
+func (f *flags) usageError(format string, a ...any) int {
+	fmt.Fprintf(f.e.stderr, "%s: %s\n\n", f.Name(), fmt.Sprintf(format, a...))
+	f.usage(f.e.stderr)
+	return exitUsage
+}
+
+// fail reports a runtime failure.
+func (f *flags) fail(err error) int {
+	fmt.Fprintf(f.e.stderr, "%s: %v\n", f.Name(), err)
+	return exitFailure
+}
+
+// parseInterspersed parses flags that may appear anywhere among the
+// positional arguments. "--" ends the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// parseDuration is time.ParseDuration plus a "d" (24h) unit, e.g. "30d"
+// or "1d12h".
+func parseDuration(s string) (time.Duration, error) {
+	if i := strings.IndexByte(s, 'd'); i > 0 {
+		days, err := strconv.ParseInt(s[:i], 10, 32)
+		if err != nil || days < 0 {
+			return 0, fmt.Errorf("invalid duration %q", s)
+		}
+		d := time.Duration(days) * 24 * time.Hour
+		if rest := s[i+1:]; rest != "" {
+			r, err := time.ParseDuration(rest)
+			if err != nil || r < 0 {
+				return 0, fmt.Errorf("invalid duration %q", s)
+			}
+			d += r
+		}
+		return d, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q (use e.g. 30s, 15m, 24h, 30d)", s)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("negative duration %q", s)
+	}
+	return d, nil
+}
+
+// durationFlag is a flag.Value accepting parseDuration's syntax.
+type durationFlag struct{ d *time.Duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return ""
+	}
+	return f.d.String()
+}
+
+func (f durationFlag) Set(s string) error {
+	d, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	*f.d = d
+	return nil
+}
+
+func (f *flags) duration(name string, def time.Duration, usage string) *time.Duration {
+	d := def
+	f.Var(durationFlag{&d}, name, usage)
+	return &d
+}
+
+// coverFlag collects repeated --cover NAME=DUR.
+type coverFlag map[string]time.Duration
+
+func (c coverFlag) String() string { return "" }
+
+func (c coverFlag) Set(s string) error {
+	name, dur, ok := strings.Cut(s, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("want NAME=DURATION, got %q", s)
+	}
+	d, err := parseDuration(dur)
+	if err != nil {
+		return err
+	}
+	if _, dup := c[name]; dup {
+		return fmt.Errorf("window %q given twice", name)
+	}
+	c[name] = d
+	return nil
+}
+
+// parseStatusList parses "429,503".
+func parseStatusList(s string) ([]int, error) {
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 100 || n > 599 {
+			return nil, fmt.Errorf("%q is not an HTTP status", p)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

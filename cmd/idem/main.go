@@ -1,0 +1,90 @@
+// Command idem is the idem command line: an idempotency proxy for any HTTP
+// API, and the operator's tools for records (migrate, get, list, resolve,
+// sweep).
+//
+// Exit codes: 0 ok, 1 failure, 2 usage. Every command takes --help. Flags
+// may come before or after positional arguments; "--" ends the flags.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// env is what a command may touch.
+type env struct {
+	stdout, stderr io.Writer
+}
+
+type command struct {
+	summary string
+	run     func(ctx context.Context, e *env, args []string) int
+}
+
+var commands = map[string]command{
+	"proxy":   {"make an HTTP API's mutating requests idempotent", cmdProxy},
+	"migrate": {"create or upgrade the store's schema (or print its SQL)", cmdMigrate},
+	"get":     {"show one record", cmdGet},
+	"list":    {"list records", cmdList},
+	"resolve": {"decide an unknown record as an operator", cmdResolve},
+	"sweep":   {"delete expired records (never unknown ones)", cmdSweep},
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	e := &env{stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		topUsage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		if len(args) > 1 {
+			if c, ok := commands[args[1]]; ok {
+				return c.run(ctx, e, []string{"--help"})
+			}
+		}
+		topUsage(stdout)
+		return exitOK
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "idem: unknown command %q\n\n", args[0])
+		topUsage(stderr)
+		return exitUsage
+	}
+	return c.run(ctx, e, args[1:])
+}
+
+func topUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: idem COMMAND [flags] [args]")
+	fmt.Fprintln(w, "\ncommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'idem COMMAND --help' for a command's flags and an example.")
+	fmt.Fprintln(w, "Exit codes: 0 ok, 1 failure, 2 usage.")
+}

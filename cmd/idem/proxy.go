@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/idemprom"
+	"github.com/idemkit/idem/internal/storeopen"
+)
+
+// DefaultListen is the proxy's default listen address: loopback only, so a
+// proxy started for a try is not exposed to the network.
+const DefaultListen = "127.0.0.1:8787"
+
+type proxyOpts struct {
+	listen, upstream, store, admin, scopeHeader, inFlight string
+	methods, releaseStatus                                string
+	requireKey, migrate                                   bool
+	wait, lease, ttl, shutdown                            *time.Duration
+	cover                                                 coverFlag
+	maxBody, maxResponse                                  int64
+}
+
+func cmdProxy(ctx context.Context, e *env, args []string) int {
+	f := e.newFlags("proxy",
+		"idem proxy --upstream URL [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--scope-header NAME] [--in-flight reject|wait] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--release-status LIST]",
+		"Reverse proxy that makes an HTTP API's mutating requests idempotent with the\n"+
+			"Idempotency-Key header. GET, HEAD and OPTIONS pass through untouched.\n"+
+			"Responses are recorded and replayed with Idempotent-Replayed: true; see docs/http.md.",
+		"idem proxy --upstream http://localhost:8080 --listen 127.0.0.1:8787 --scope-header Authorization")
+	o := proxyOpts{cover: coverFlag{}}
+	f.StringVar(&o.listen, "listen", DefaultListen, "address to listen on")
+	f.StringVar(&o.upstream, "upstream", "", "upstream base URL (required)")
+	f.StringVar(&o.store, "store", storeopen.Default, "store DSN: sqlite://PATH, postgres://…, memory://")
+	f.StringVar(&o.admin, "admin", "", "address for /metrics and /healthz (off when empty)")
+	f.BoolVar(&o.requireKey, "require-key", false, "refuse mutating requests without an Idempotency-Key (400)")
+	f.StringVar(&o.scopeHeader, "scope-header", "", "scope keys by this request header's value (stored as SHA-256, never in clear); without it all callers share one scope")
+	f.StringVar(&o.inFlight, "in-flight", "reject", "what a duplicate does while the first request runs: reject (409) or wait (then replay)")
+	o.wait = f.duration("wait", 10*time.Second, "how long a duplicate waits with --in-flight wait")
+	o.lease = f.duration("lease", 30*time.Second, "how long a request may run without a heartbeat before it is unknown")
+	o.ttl = f.duration("ttl", 24*time.Hour, "how long recorded responses replay (e.g. 24h, 30d)")
+	f.Var(o.cover, "cover", "a window the TTL must cover, NAME=DUR (repeatable); the proxy refuses to start if --ttl is shorter")
+	f.Int64Var(&o.maxBody, "max-body", idemhttp.DefaultMaxBody, "largest request body in bytes (413 above)")
+	f.Int64Var(&o.maxResponse, "max-response", idemhttp.DefaultMaxResponse, "largest response body recorded in bytes (larger ones replay as response-too-large)")
+	f.StringVar(&o.releaseStatus, "release-status", "429,503", "upstream statuses that mean \"not applied\": the key is released, not recorded")
+	f.StringVar(&o.methods, "methods", "POST,PATCH", "methods made idempotent (GET, HEAD and OPTIONS always pass through)")
+	f.BoolVar(&o.migrate, "migrate", true, "apply the store's schema migrations at start-up")
+	o.shutdown = f.duration("shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight requests")
+	pos, code, ok := f.parse(args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return f.usageError("unexpected argument %q", pos[0])
+	}
+	p, err := o.plan()
+	if err != nil {
+		return f.usageError("%v", err)
+	}
+	if err := idem.ValidateRetention(*o.ttl, o.cover); err != nil {
+		fmt.Fprintf(e.stderr, "idem proxy: refusing to start: %v\n", err)
+		return exitUsage
+	}
+	if err := runProxy(ctx, e, o, p); err != nil {
+		return f.fail(err)
+	}
+	return exitOK
+}
+
+// plan is the validated form of the flags.
+type plan struct {
+	upstream *url.URL
+	methods  []string
+	release  []int
+	inFlight idem.InFlightPolicy
+}
+
+func (o *proxyOpts) plan() (*plan, error) {
+	var p plan
+	if o.upstream == "" {
+		return nil, errors.New("--upstream is required")
+	}
+	u, err := url.Parse(o.upstream)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--upstream %q is not an http(s) URL", o.upstream)
+	}
+	p.upstream = u
+	for _, m := range strings.Split(o.methods, ",") {
+		m = strings.ToUpper(strings.TrimSpace(m))
+		switch m {
+		case "":
+			continue
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+			return nil, fmt.Errorf("--methods: %s always passes through untouched", m)
+		}
+		p.methods = append(p.methods, m)
+	}
+	if len(p.methods) == 0 {
+		return nil, errors.New("--methods is empty")
+	}
+	if p.release, err = parseStatusList(o.releaseStatus); err != nil {
+		return nil, fmt.Errorf("--release-status: %w", err)
+	}
+	switch o.inFlight {
+	case "reject":
+		p.inFlight = idem.InFlightReject
+	case "wait":
+		p.inFlight = idem.InFlightWait
+	default:
+		return nil, fmt.Errorf("--in-flight must be reject or wait, got %q", o.inFlight)
+	}
+	if o.maxBody <= 0 || o.maxResponse <= 0 {
+		return nil, errors.New("--max-body and --max-response must be positive")
+	}
+	if _, err := storeopen.Parse(o.store); err != nil {
+		return nil, fmt.Errorf("--store: %w", err)
+	}
+	if *o.lease <= 0 || *o.ttl <= 0 {
+		return nil, errors.New("--lease and --ttl must be positive")
+	}
+	return &p, nil
+}
+
+func runProxy(ctx context.Context, e *env, o proxyOpts, p *plan) error {
+	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	st, err := storeopen.Open(ctx, o.store, storeopen.Options{Migrate: o.migrate})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	obs, err := idemprom.New(reg)
+	if err != nil {
+		return err
+	}
+	eng, err := idem.New(st, idem.Config{TTL: *o.ttl, Cover: o.cover, Lease: *o.lease, InFlight: p.inFlight,
+		Wait: *o.wait, Observer: obs, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	h, err := proxyHandler(eng, o, p, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	var admin *http.Server
+	if o.admin != "" {
+		aln, err := net.Listen("tcp", o.admin)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		admin = &http.Server{Handler: adminHandler(st, reg), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = admin.Serve(aln) }()
+		log.Info("idem proxy admin listening", "addr", aln.Addr().String())
+	}
+	if o.scopeHeader == "" {
+		log.Warn("idem proxy: keys share one global scope (no --scope-header): any caller can replay any other caller's response by reusing its key")
+	}
+	log.Info("idem proxy listening", "addr", ln.Addr().String(), "upstream", p.upstream.String(),
+		"store", redacted(o.store), "methods", strings.Join(p.methods, ","))
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	// SIGTERM: stop accepting, let in-flight requests finish and record.
+	log.Info("idem proxy shutting down; waiting for in-flight requests", "timeout", o.shutdown.String())
+	sctx, cancel := context.WithTimeout(context.Background(), *o.shutdown)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if admin != nil {
+		_ = admin.Shutdown(sctx)
+	}
+	if err != nil {
+		return fmt.Errorf("shutdown: %w (unfinished requests become unknown after their lease)", err)
+	}
+	log.Info("idem proxy stopped")
+	return nil
+}
+
+func redacted(dsn string) string {
+	d, err := storeopen.Parse(dsn)
+	if err != nil {
+		return "(invalid)"
+	}
+	return d.Redacted()
+}
+
+// adminHandler serves /metrics and /healthz.
+func adminHandler(st idem.Store, reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promHandler(reg))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if _, err := st.Get(ctx, "", "idem-healthz-probe"); err != nil && !errors.Is(err, idem.ErrNotFound) {
+			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}

@@ -1,0 +1,467 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/internal/storeopen"
+)
+
+func cmdMigrate(ctx context.Context, e *env, args []string) int {
+	f := e.newFlags("migrate", "idem migrate [--store DSN] [--print]",
+		"Create or upgrade the store's schema. With --print, write the SQL to stdout\ninstead, for teams that run their own migration tool.",
+		"idem migrate --store postgres://idem@db:5432/app --print > idem.sql")
+	dsn := f.String("store", storeopen.Default, "store DSN")
+	print := f.Bool("print", false, "print the schema SQL instead of applying it")
+	pos, code, ok := f.parse(args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return f.usageError("unexpected argument %q", pos[0])
+	}
+	if _, err := storeopen.Parse(*dsn); err != nil {
+		return f.usageError("--store: %v", err)
+	}
+	if *print {
+		sql, err := storeopen.MigrationsSQL(*dsn)
+		if err != nil {
+			return f.fail(err)
+		}
+		fmt.Fprint(e.stdout, sql)
+		return exitOK
+	}
+	st, err := storeopen.Open(ctx, *dsn, storeopen.Options{Migrate: true})
+	if err != nil {
+		return f.fail(err)
+	}
+	_ = st.Close()
+	fmt.Fprintf(e.stdout, "migrated %s\n", redacted(*dsn))
+	return exitOK
+}
+
+// openExisting opens a store for the record commands: never creating a new
+// database, never migrating.
+func openExisting(ctx context.Context, f *flags, dsn string) (idem.Store, int, bool) {
+	if _, err := storeopen.Parse(dsn); err != nil {
+		return nil, f.usageError("--store: %v", err), false
+	}
+	st, err := storeopen.Open(ctx, dsn, storeopen.Options{MustExist: true})
+	if err != nil {
+		return nil, f.fail(err), false
+	}
+	return st, 0, true
+}
+
+func cmdGet(ctx context.Context, e *env, args []string) int {
+	f := e.newFlags("get", "idem get [--store DSN] [--scope S] KEY [--json]",
+		"Show the record for KEY in scope S (empty: the global scope).",
+		"idem get --store sqlite://idem.db order-42 --json")
+	dsn := f.String("store", storeopen.Default, "store DSN")
+	scope := f.String("scope", "", "the key's scope (the proxy stores --scope-header values as SHA-256 hex)")
+	asJSON := f.Bool("json", false, "print the record as JSON")
+	pos, code, ok := f.parse(args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		return f.usageError("want exactly one KEY, got %d arguments", len(pos))
+	}
+	st, code, ok := openExisting(ctx, f, *dsn)
+	if !ok {
+		return code
+	}
+	defer st.Close()
+	rec, err := st.Get(ctx, *scope, pos[0])
+	if errors.Is(err, idem.ErrNotFound) {
+		return f.fail(fmt.Errorf("no record for key %q in scope %q", pos[0], *scope))
+	}
+	if err != nil {
+		return f.fail(err)
+	}
+	if *asJSON {
+		return writeJSON(f, e.stdout, toJSON(rec, time.Now()))
+	}
+	printRecord(e.stdout, rec, time.Now())
+	return exitOK
+}
+
+func cmdList(ctx context.Context, e *env, args []string) int {
+	f := e.newFlags("list", "idem list [--store DSN] [--state STATE] [--older-than DUR] [--scope S] [--limit N] [--json]",
+		"List records, oldest first, as a table (or JSON lines with --json).",
+		"idem list --store sqlite://idem.db --state unknown --older-than 1h")
+	dsn := f.String("store", storeopen.Default, "store DSN")
+	state := f.String("state", "", "only records in this state: in_progress, succeeded, failed or unknown")
+	olderThan := f.duration("older-than", 0, "only records created longer ago than this (e.g. 15m, 2d)")
+	scope := f.String("scope", "", "only records in this scope")
+	limit := f.Int("limit", 1000, "at most this many records (0: all)")
+	asJSON := f.Bool("json", false, "print one JSON object per line")
+	pos, code, ok := f.parse(args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return f.usageError("unexpected argument %q", pos[0])
+	}
+	filter := idem.ListFilter{Scope: *scope, Limit: *limit}
+	if *state != "" {
+		s, err := idem.ParseState(*state)
+		if err != nil {
+			return f.usageError("--state: %v", err)
+		}
+		filter.States = []idem.State{s}
+		if s == idem.StateUnknown {
+			// An in_progress record whose lease has passed is unknown to
+			// every reader; list it with the unknown ones.
+			filter.States = append(filter.States, idem.StateInProgress)
+		}
+	}
+	now := time.Now()
+	if *olderThan > 0 {
+		filter.CreatedBefore = now.Add(-*olderThan).UTC()
+	}
+	if *limit < 0 {
+		return f.usageError("--limit must not be negative")
+	}
+	st, code, ok := openExisting(ctx, f, *dsn)
+	if !ok {
+		return code
+	}
+	defer st.Close()
+	recs, err := st.List(ctx, filter)
+	if err != nil {
+		return f.fail(err)
+	}
+	if *state != "" {
+		recs = byEffectiveState(recs, *state, now)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		for i := range recs {
+			if err := enc.Encode(toJSON(&recs[i], now)); err != nil {
+				return f.fail(err)
+			}
+		}
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tSCOPE\tSTATE\tFENCE\tSTATUS\tAGE\tCREATED")
+	for i := range recs {
+		r := &recs[i]
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Key, shortScope(r.Scope), effState(r, now), r.Fence,
+			httpStatus(r), now.Sub(r.CreatedAt).Truncate(time.Second), r.CreatedAt.Format(time.RFC3339))
+	}
+	return exitFailureIf(tw.Flush())
+}
+
+func exitFailureIf(err error) int {
+	if err != nil {
+		return exitFailure
+	}
+	return exitOK
+}
+
+func cmdResolve(ctx context.Context, e *env, args []string) int {
+	f := e.newFlags("resolve",
+		"idem resolve [--store DSN] [--scope S] KEY --as succeeded|failed|released --reason TEXT [--status N] [--body FILE] [--content-type T] [--force]",
+		"Decide an unknown record: succeeded or failed (the response retries replay,\n"+
+			"from --status and --body) or released (nothing happened: the next retry runs).\n"+
+			"A record that is not unknown is refused unless --force. Every resolution is\n"+
+			"logged to stderr with who (--actor) and why (--reason).",
+		"idem resolve --store sqlite://idem.db order-42 --as released --reason \"upstream has no trace of it\"")
+	dsn := f.String("store", storeopen.Default, "store DSN")
+	scope := f.String("scope", "", "the key's scope")
+	as := f.String("as", "", "succeeded, failed or released (required)")
+	reason := f.String("reason", "", "why the record is resolved this way (required; logged)")
+	actor := f.String("actor", currentUser(), "who resolves it (logged)")
+	status := f.Int("status", 0, "HTTP status replayed for succeeded/failed (default 200 or 500)")
+	bodyFile := f.String("body", "", "file holding the response body replayed for succeeded/failed")
+	ctype := f.String("content-type", "", "Content-Type of --body (default: detected)")
+	force := f.Bool("force", false, "change a record that is not unknown")
+	ttl := f.duration("ttl", 24*time.Hour, "how long a succeeded/failed resolution replays")
+	pos, code, ok := f.parse(args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		return f.usageError("want exactly one KEY, got %d arguments", len(pos))
+	}
+	key, err := idem.ParseKey(pos[0])
+	if err != nil {
+		return f.usageError("%v", err)
+	}
+	if strings.TrimSpace(*reason) == "" {
+		return f.usageError("--reason is required: every resolution is logged with why")
+	}
+	res := idem.Resolution{Force: *force, Actor: *actor, Reason: *reason}
+	switch *as {
+	case "released":
+		res.Release = true
+		if *status != 0 || *bodyFile != "" {
+			return f.usageError("--status and --body make no sense with --as released")
+		}
+	case "succeeded", "failed":
+		res.As = idem.State(*as)
+		b, err := recordedBody(*as, *status, *bodyFile, *ctype)
+		if err != nil {
+			return f.usageError("%v", err)
+		}
+		res.Result = b
+	default:
+		return f.usageError("--as must be succeeded, failed or released, got %q", *as)
+	}
+	st, code, ok := openExisting(ctx, f, *dsn)
+	if !ok {
+		return code
+	}
+	defer st.Close()
+	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	eng, err := idem.New(st, idem.Config{TTL: *ttl, Logger: log})
+	if err != nil {
+		return f.fail(err)
+	}
+	defer eng.Close()
+	if err := markExpiredUnknown(ctx, st, *scope, key); err != nil {
+		return f.fail(err)
+	}
+	rec, err := eng.Resolve(ctx, *scope, key, res)
+	if err != nil {
+		if errors.Is(err, idem.ErrNotFound) {
+			return f.fail(fmt.Errorf("no record for key %q in scope %q", key, *scope))
+		}
+		return f.fail(err)
+	}
+	if rec == nil {
+		fmt.Fprintf(e.stdout, "released %s: the next request with this key runs\n", key)
+		return exitOK
+	}
+	fmt.Fprintf(e.stdout, "resolved %s as %s (fence %d)\n", key, rec.State, rec.Fence)
+	return exitOK
+}
+
+// recordedBody builds the recorded response an operator's resolution
+// replays.
+func recordedBody(as string, status int, bodyFile, ctype string) ([]byte, error) {
+	if status == 0 {
+		status = http.StatusOK
+		if as == "failed" {
+			status = http.StatusInternalServerError
+		}
+	}
+	if status < 200 || status > 599 {
+		return nil, fmt.Errorf("--status %d is not a final HTTP status", status)
+	}
+	rr := &idemhttp.RecordedResponse{Status: status}
+	if bodyFile != "" {
+		b, err := os.ReadFile(bodyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--body: %w", err)
+		}
+		rr.Body, rr.Size = b, int64(len(b))
+		if ctype == "" && len(b) > 0 {
+			ctype = http.DetectContentType(b)
+		}
+	}
+	if ctype != "" {
+		rr.Header = http.Header{"Content-Type": {ctype}}
+	}
+	return rr.Encode()
+}
+
+func currentUser() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return os.Getenv("USER")
+}
+
+func cmdSweep(ctx context.Context, e *env, args []string) int {
+	f := e.newFlags("sweep", "idem sweep [--store DSN]",
+		"Delete succeeded and failed records whose retention has passed. In-progress\nand unknown records are never deleted.",
+		"idem sweep --store postgres://idem@db:5432/app")
+	dsn := f.String("store", storeopen.Default, "store DSN")
+	pos, code, ok := f.parse(args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return f.usageError("unexpected argument %q", pos[0])
+	}
+	st, code, ok := openExisting(ctx, f, *dsn)
+	if !ok {
+		return code
+	}
+	defer st.Close()
+	n, err := idem.NewSweeper(st, idem.SweeperConfig{}).RunOnce(ctx)
+	if err != nil {
+		return f.fail(fmt.Errorf("after deleting %d records: %w", n, err))
+	}
+	fmt.Fprintf(e.stdout, "deleted %d expired records\n", n)
+	return exitOK
+}
+
+// byEffectiveState keeps the records whose effective state (see effState)
+// is state.
+func byEffectiveState(recs []idem.Record, state string, now time.Time) []idem.Record {
+	out := recs[:0]
+	for i := range recs {
+		r := &recs[i]
+		eff := r.State
+		if r.LeaseExpired(now) {
+			eff = idem.StateUnknown
+		}
+		if string(eff) == state {
+			out = append(out, *r)
+		}
+	}
+	return out
+}
+
+// markExpiredUnknown writes unknown on an in_progress record whose lease
+// has passed, as the engine does when it reads one, so that an operator can
+// resolve it without --force.
+func markExpiredUnknown(ctx context.Context, st idem.Store, scope string, key idem.Key) error {
+	rec, err := st.Get(ctx, scope, string(key))
+	if err != nil {
+		if errors.Is(err, idem.ErrNotFound) {
+			return nil
+		}
+		return err
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	if !rec.LeaseExpired(now) {
+		return nil
+	}
+	_, err = st.Finish(ctx, idem.FinishParams{Scope: rec.Scope, Key: rec.Key, Fence: rec.Fence,
+		AttemptID: rec.AttemptID, State: idem.StateUnknown, CompletedAt: now})
+	if errors.Is(err, idem.ErrFenced) {
+		return nil // it moved on meanwhile; Resolve decides on what is there now
+	}
+	return err
+}
+
+// Output.
+
+type recordJSON struct {
+	Scope       string          `json:"scope"`
+	Key         string          `json:"key"`
+	State       string          `json:"state"`
+	Stored      string          `json:"stored_state"`
+	Fence       int64           `json:"fence"`
+	AttemptID   string          `json:"attempt_id"`
+	Fingerprint string          `json:"fingerprint"`
+	Mark        string          `json:"mark,omitempty"`
+	CreatedAt   time.Time       `json:"created_at"`
+	LeaseUntil  *time.Time      `json:"lease_until,omitempty"`
+	CompletedAt *time.Time      `json:"completed_at,omitempty"`
+	ExpiresAt   *time.Time      `json:"expires_at,omitempty"`
+	Intent      json.RawMessage `json:"intent,omitempty"`
+	HTTPStatus  int             `json:"http_status,omitempty"`
+	Result      []byte          `json:"result,omitempty"`
+}
+
+func toJSON(r *idem.Record, now time.Time) recordJSON {
+	j := recordJSON{Scope: r.Scope, Key: r.Key, State: effState(r, now), Stored: string(r.State), Fence: r.Fence,
+		AttemptID: r.AttemptID, Fingerprint: r.Fingerprint.String(), Mark: string(r.Mark), CreatedAt: r.CreatedAt,
+		LeaseUntil: opt(r.LeaseUntil), CompletedAt: opt(r.CompletedAt), ExpiresAt: opt(r.ExpiresAt), Result: r.Result}
+	if json.Valid(r.Intent) {
+		j.Intent = r.Intent
+	}
+	if rr, err := idemhttp.DecodeResponse(r.Result); err == nil {
+		j.HTTPStatus = rr.Status
+	}
+	return j
+}
+
+func opt(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func writeJSON(f *flags, w io.Writer, v any) int {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return f.fail(err)
+	}
+	return exitOK
+}
+
+// effState is the state every reader acts on: an in_progress record whose
+// lease has passed is unknown.
+func effState(r *idem.Record, now time.Time) string {
+	if r.LeaseExpired(now) {
+		return string(idem.StateUnknown) + " (lease expired)"
+	}
+	return string(r.State)
+}
+
+func httpStatus(r *idem.Record) string {
+	rr, err := idemhttp.DecodeResponse(r.Result)
+	if err != nil {
+		return "-"
+	}
+	s := strconv.Itoa(rr.Status)
+	if rr.TooLarge {
+		s += " (too large)"
+	}
+	return s
+}
+
+func shortScope(s string) string {
+	switch {
+	case s == "":
+		return "(global)"
+	case len(s) > 16:
+		return s[:16] + "…"
+	}
+	return s
+}
+
+func printRecord(w io.Writer, r *idem.Record, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	row("key", r.Key)
+	row("scope", shortScope(r.Scope))
+	row("state", effState(r, now))
+	row("fence", strconv.FormatInt(r.Fence, 10))
+	row("fingerprint", r.Fingerprint.String())
+	row("created", r.CreatedAt.Format(time.RFC3339Nano))
+	if r.State == idem.StateInProgress {
+		row("lease until", r.LeaseUntil.Format(time.RFC3339Nano))
+	}
+	if !r.CompletedAt.IsZero() {
+		row("completed", r.CompletedAt.Format(time.RFC3339Nano))
+	}
+	if !r.ExpiresAt.IsZero() {
+		row("expires", r.ExpiresAt.Format(time.RFC3339Nano))
+	}
+	if r.Mark != idem.MarkNone {
+		row("mark", string(r.Mark))
+	}
+	if rr, err := idemhttp.DecodeResponse(r.Result); err == nil {
+		desc := fmt.Sprintf("%d, %d body bytes", rr.Status, rr.Size)
+		if rr.TooLarge {
+			desc += " (too large to record)"
+		}
+		row("response", desc)
+	} else if len(r.Result) > 0 {
+		row("result", fmt.Sprintf("%d bytes", len(r.Result)))
+	}
+	_ = tw.Flush()
+}

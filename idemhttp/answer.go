@@ -1,0 +1,119 @@
+package idemhttp
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/idemkit/idem"
+)
+
+// answer writes the response for a request whose handler did not run here:
+// a replay, or an error from the engine.
+func (m *Middleware) answer(w http.ResponseWriter, r *http.Request, res idem.Result, err error, in *input) {
+	var fe *idem.FailureError
+	switch {
+	case err == nil && res.Replayed, errors.As(err, &fe) && fe.Replayed:
+		m.replay(w, res.Value)
+	case err == nil:
+		// Not reachable: without a replay the handler ran. Be explicit
+		// rather than answer nothing.
+		WriteProblem(w, problem("about:blank", http.StatusInternalServerError, "internal error", ""))
+	default:
+		WriteProblem(w, m.errorProblem(err, in))
+	}
+}
+
+func (m *Middleware) errorProblem(err error, in *input) *Problem {
+	retry := retrySeconds(m.engine.Config().RetryAfter)
+	var (
+		me *idem.MismatchError
+		fe *idem.InFlightError
+		ue *idem.UnknownOutcomeError
+	)
+	switch {
+	case errors.As(err, &me):
+		p := problem(TypeKeyMismatch, http.StatusUnprocessableEntity, "Idempotency-Key reused with a different request",
+			"this key was already used with a different method, route or body; use a new key for a new request")
+		p.Fields = mismatchFields(me.Record, in)
+		return p
+	case errors.As(err, &fe):
+		p := problem(TypeInFlight, http.StatusConflict, "request in flight",
+			"a request with this key is being processed; retry after the indicated delay")
+		p.RetryAfter = retrySeconds(fe.RetryAfter)
+		return p
+	case errors.As(err, &ue):
+		p := problem(TypeOutcomeUnknown, http.StatusConflict, "outcome unknown",
+			"the first request with this key may or may not have been applied; it will not be run again until its outcome is resolved")
+		p.RetryAfter = retrySeconds(ue.RetryAfter)
+		return p
+	case errors.Is(err, idem.ErrInvalidKey):
+		return problem(TypeKeyInvalid, http.StatusBadRequest, "invalid Idempotency-Key", keyReason(err))
+	case errors.Is(err, idem.ErrStoreUnavailable), errors.Is(err, idem.ErrClosed):
+		p := problem(TypeStoreUnavailable, http.StatusServiceUnavailable, "idempotency store unavailable",
+			"the request was not run: it cannot be protected against duplicates right now")
+		p.RetryAfter = retry
+		return p
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		p := problem("about:blank", http.StatusServiceUnavailable, "request cancelled", "the request was not run")
+		p.RetryAfter = retry
+		return p
+	}
+	m.cfg.Logger.Error("idemhttp: unexpected engine error", "err", err)
+	return problem("about:blank", http.StatusInternalServerError, "internal error", "")
+}
+
+// mismatchFields names the top-level JSON members that differ between the
+// request that first used the key and this one, when both bodies are JSON
+// objects. Only names are returned, never values.
+func mismatchFields(rec *idem.Record, in *input) []string {
+	if rec == nil || in.digests == nil {
+		return nil
+	}
+	intent, err := idem.DecodeIntent(rec.Intent)
+	if err != nil || intent == nil {
+		return nil
+	}
+	stored := make(map[string]string)
+	for k, v := range intent.Fields {
+		if len(k) > len(digestPrefix) && k[:len(digestPrefix)] == digestPrefix {
+			stored[k[len(digestPrefix):]] = v
+		}
+	}
+	if len(stored) == 0 && len(intent.Fields) == 0 {
+		return nil // the first request's body was not a JSON object
+	}
+	return idem.DiffDigests(stored, in.digests)
+}
+
+// replay writes a recorded response.
+func (m *Middleware) replay(w http.ResponseWriter, b []byte) {
+	rr, err := DecodeResponse(b)
+	if err != nil {
+		m.cfg.Logger.Error("idemhttp: recorded response unreadable", "err", err)
+		WriteProblem(w, problem(TypeRecordUnreadable, http.StatusInternalServerError, "recorded response unreadable",
+			"this key has a record, but its response cannot be decoded; it will not be run again"))
+		return
+	}
+	h := w.Header()
+	h.Set(ReplayedHeader, "true")
+	if rr.TooLarge {
+		if loc := rr.Header.Get("Location"); loc != "" {
+			h.Set("Location", loc)
+		}
+		p := problem(TypeResponseTooLarge, rr.Status, "response too large to replay",
+			"the request with this key was applied with status "+strconv.Itoa(rr.Status)+
+				", but its response ("+strconv.FormatInt(rr.Size, 10)+" bytes) was too large to record; do not retry it with a new key")
+		p.RecordedStatus = rr.Status
+		WriteProblem(w, p)
+		return
+	}
+	for k, vs := range rr.Header {
+		if ck := http.CanonicalHeaderKey(k); !neverRecorded[ck] {
+			h[ck] = vs
+		}
+	}
+	w.WriteHeader(rr.Status)
+	_, _ = w.Write(rr.Body)
+}

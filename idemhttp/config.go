@@ -1,0 +1,95 @@
+package idemhttp
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+)
+
+// Default limits.
+const (
+	DefaultMaxBody     = 1 << 20
+	DefaultMaxResponse = 1 << 20
+)
+
+// Config configures a [Middleware].
+type Config struct {
+	// Scope derives the key's scope from the authenticated principal. It is
+	// required: a server that wants one namespace for every caller passes
+	// [GlobalScope] to say so. There is no default.
+	Scope ScopeFunc
+	// Rules declare which requests are Required, Optional or Exempt; the
+	// first matching rule decides and unmatched requests are exempt.
+	// Defaults to [DefaultRules] (POST and PATCH optional).
+	Rules []Rule
+	// MaxBody bounds the request body read to fingerprint it; a larger body
+	// is refused with 413 before anything is claimed. Defaults to 1 MiB.
+	MaxBody int64
+	// MaxResponse bounds the response body kept in the record. A larger
+	// response is sent in full but recorded as "too large" (never
+	// truncated), and replays answer with a response-too-large problem.
+	// Defaults to 1 MiB.
+	MaxResponse int64
+	// RecordHeaders names response headers recorded and replayed in
+	// addition to [DefaultRecordHeaders]. Set-Cookie, Authorization,
+	// hop-by-hop headers, Content-Length and Date are refused. Defaults to
+	// none.
+	RecordHeaders []string
+	// ReleaseStatuses are response statuses that mean "not applied" (for
+	// example 429 and 503 from a service that sheds load before doing
+	// anything): the key is released instead of recorded, so a retry runs
+	// again. Defaults to none: every response is recorded.
+	ReleaseStatuses []int
+	// Route returns the route part of the fingerprint. Defaults to
+	// [DefaultRoute] (the path and sorted query).
+	Route func(r *http.Request) string
+	// RecoverPanics makes a handler panic answer 500 (when nothing was
+	// written yet) instead of propagating. Either way the record is marked
+	// unknown first. http.ErrAbortHandler always propagates. Defaults to
+	// false: the panic reaches the surrounding stack.
+	RecoverPanics bool
+	// Logger receives errors that cannot be reported to the client (an
+	// outcome that could not be recorded after the response was sent).
+	// Defaults to the engine's logger.
+	Logger *slog.Logger
+}
+
+func (c *Config) fill(engineLogger *slog.Logger) error {
+	var errs []error
+	if c.Scope == nil {
+		errs = append(errs, errors.New("idemhttp: Config.Scope is nil: pass a ScopeFunc that returns the authenticated principal, or idemhttp.GlobalScope to opt in to one namespace shared by every caller"))
+	}
+	if c.Rules == nil {
+		c.Rules = DefaultRules
+	}
+	for i := range c.Rules {
+		if err := c.Rules[i].validate(i); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	switch {
+	case c.MaxBody < 0:
+		errs = append(errs, fmt.Errorf("idemhttp: Config.MaxBody must not be negative, got %d", c.MaxBody))
+	case c.MaxBody == 0:
+		c.MaxBody = DefaultMaxBody
+	}
+	switch {
+	case c.MaxResponse < 0:
+		errs = append(errs, fmt.Errorf("idemhttp: Config.MaxResponse must not be negative, got %d", c.MaxResponse))
+	case c.MaxResponse == 0:
+		c.MaxResponse = DefaultMaxResponse
+	}
+	for _, s := range c.ReleaseStatuses {
+		if s < 100 || s > 999 {
+			errs = append(errs, fmt.Errorf("idemhttp: Config.ReleaseStatuses: %d is not an HTTP status", s))
+		}
+	}
+	if c.Route == nil {
+		c.Route = DefaultRoute
+	}
+	if c.Logger == nil {
+		c.Logger = engineLogger
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,70 @@
+package idemhttp
+
+import (
+	"context"
+	"sync"
+
+	"github.com/idemkit/idem"
+)
+
+// control lets a handler tell the middleware how its attempt ended.
+type control struct {
+	mu      sync.Mutex
+	release bool
+	unknown bool
+	attempt *idem.Attempt
+}
+
+type ctxKey struct{}
+
+func controlFrom(ctx context.Context) *control {
+	c, _ := ctx.Value(ctxKey{}).(*control)
+	return c
+}
+
+// ReleaseKey declares, from inside a handler protected by the middleware,
+// that nothing happened (validation failed, no effect ran): the key is
+// released instead of recording the response, and a retry runs again. The
+// response written is still sent. It reports whether ctx belongs to a
+// protected request.
+func ReleaseKey(ctx context.Context) bool {
+	c := controlFrom(ctx)
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	c.release = true
+	c.mu.Unlock()
+	return true
+}
+
+// MarkUnknown declares, from inside a protected handler, that the effect
+// may or may not have happened (a provider call timed out): the record
+// becomes unknown and retries get 409 (outcome-unknown) until it is
+// resolved. MarkUnknown wins over [ReleaseKey]. It reports whether ctx
+// belongs to a protected request.
+func MarkUnknown(ctx context.Context) bool {
+	c := controlFrom(ctx)
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	c.unknown = true
+	c.mu.Unlock()
+	return true
+}
+
+// AttemptFrom returns the attempt a protected handler runs under (scope,
+// key, fence), or nil outside one.
+func AttemptFrom(ctx context.Context) *idem.Attempt {
+	if c := controlFrom(ctx); c != nil {
+		return c.attempt
+	}
+	return nil
+}
+
+func (c *control) decision() (release, unknown bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.release, c.unknown
+}

@@ -1,0 +1,51 @@
+package idemhttp
+
+import (
+	"fmt"
+	"net/http"
+)
+
+// DefaultRecordHeaders are the response headers recorded and replayed when
+// Config.RecordHeaders adds nothing: those that describe the body or the
+// resource, none that carry credentials or connection state.
+var DefaultRecordHeaders = []string{
+	"Cache-Control", "Content-Disposition", "Content-Encoding", "Content-Language",
+	"Content-Location", "Content-Type", "ETag", "Expires", "Last-Modified", "Link",
+	"Location", "Retry-After", "Vary",
+}
+
+// neverRecorded are headers that are never recorded or replayed, even when
+// asked: credentials, cookies, hop-by-hop headers (RFC 9110 §7.6.1) and
+// those the server computes per response.
+var neverRecorded = map[string]bool{
+	"Set-Cookie": true, "Set-Cookie2": true, "Authorization": true, "Proxy-Authorization": true,
+	"Proxy-Authenticate": true, "Connection": true, "Keep-Alive": true, "Proxy-Connection": true,
+	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+	"Content-Length": true, "Date": true, "Idempotent-Replayed": true,
+}
+
+func allowList(extra []string) (map[string]bool, error) {
+	allow := make(map[string]bool, len(DefaultRecordHeaders)+len(extra))
+	for _, h := range DefaultRecordHeaders {
+		allow[http.CanonicalHeaderKey(h)] = true
+	}
+	for _, h := range extra {
+		c := http.CanonicalHeaderKey(h)
+		if neverRecorded[c] {
+			return nil, fmt.Errorf("idemhttp: Config.RecordHeaders: %q is never recorded (credentials, cookies, hop-by-hop or per-response)", h)
+		}
+		allow[c] = true
+	}
+	return allow, nil
+}
+
+// snapshot copies the allow-listed headers of h.
+func snapshot(h http.Header, allow map[string]bool) http.Header {
+	out := make(http.Header)
+	for k, vs := range h {
+		if allow[k] {
+			out[k] = append([]string(nil), vs...)
+		}
+	}
+	return out
+}

@@ -1,0 +1,104 @@
+package idemhttp
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// ProblemBase prefixes every problem type URI. Each type is documented in
+// docs/http.md under the anchor named by the URI's last segment.
+const ProblemBase = "https://github.com/idemkit/idem/blob/main/docs/http.md#"
+
+// Problem type URIs. They are stable: clients may compare them.
+const (
+	// TypeKeyMissing: a route that requires a key got none (400).
+	TypeKeyMissing = ProblemBase + "key-missing"
+	// TypeKeyInvalid: the Idempotency-Key header is malformed, repeated,
+	// empty or longer than 255 bytes (400).
+	TypeKeyInvalid = ProblemBase + "key-invalid"
+	// TypeBodyTooLarge: the request body exceeds the limit; nothing was
+	// claimed (413).
+	TypeBodyTooLarge = ProblemBase + "body-too-large"
+	// TypeBodyInvalidJSON: the body is declared JSON but is not valid JSON,
+	// so it has no canonical form to fingerprint (400).
+	TypeBodyInvalidJSON = ProblemBase + "body-invalid-json"
+	// TypeKeyMismatch: the key was already used with a different request
+	// (422). The "fields" member names differing top-level JSON fields.
+	TypeKeyMismatch = ProblemBase + "key-mismatch"
+	// TypeInFlight: a request with this key is being processed (409, with
+	// Retry-After).
+	TypeInFlight = ProblemBase + "in-flight"
+	// TypeOutcomeUnknown: the first attempt's outcome could not be decided
+	// (lease expired, crash, upstream timeout). It is never re-run; it waits
+	// for recovery or an operator (409, with Retry-After).
+	TypeOutcomeUnknown = ProblemBase + "outcome-unknown"
+	// TypeStoreUnavailable: the record store could not be reached; the
+	// request was not run (503, with Retry-After).
+	TypeStoreUnavailable = ProblemBase + "store-unavailable"
+	// TypeResponseTooLarge: the request was applied, but its response was
+	// too large to record, so a replay cannot repeat it. The replay carries
+	// the recorded status (never an error status for an applied request).
+	TypeResponseTooLarge = ProblemBase + "response-too-large"
+	// TypeScopeMissing: the request carries no principal to scope its key
+	// by (401).
+	TypeScopeMissing = ProblemBase + "scope-missing"
+	// TypeUpstreamUnreachable: the proxy could not send the request to its
+	// upstream; nothing was applied and the key was released (502).
+	TypeUpstreamUnreachable = ProblemBase + "upstream-unreachable"
+	// TypeUpstreamTimeout: the proxy sent the request but got no answer;
+	// the outcome is unknown and retries get 409 (504).
+	TypeUpstreamTimeout = ProblemBase + "upstream-timeout"
+	// TypeRecordUnreadable: a record exists but its response cannot be
+	// decoded (500).
+	TypeRecordUnreadable = ProblemBase + "record-unreadable"
+)
+
+// ProblemContentType is the media type of problem documents (RFC 9457).
+const ProblemContentType = "application/problem+json"
+
+// Problem is an RFC 9457 problem details document.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	// Fields names the top-level JSON members that differ from the request
+	// that first used the key (key-mismatch only). Values are never echoed.
+	Fields []string `json:"fields,omitempty"`
+	// RetryAfter mirrors the Retry-After header, in seconds.
+	RetryAfter int `json:"retry_after,omitempty"`
+	// RecordedStatus is the status of the applied request whose response
+	// could not be recorded (response-too-large only).
+	RecordedStatus int `json:"recorded_status,omitempty"`
+}
+
+// WriteProblem writes p as application/problem+json with status p.Status,
+// and a Retry-After header when p.RetryAfter is set.
+func WriteProblem(w http.ResponseWriter, p *Problem) {
+	h := w.Header()
+	h.Set("Content-Type", ProblemContentType)
+	h.Set("Cache-Control", "no-store")
+	h.Del("Content-Length")
+	if p.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(p.RetryAfter))
+	}
+	b, _ := json.Marshal(p) // a Problem always marshals
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// retrySeconds rounds d up to whole seconds, at least 1.
+func retrySeconds(d time.Duration) int {
+	s := int(math.Ceil(d.Seconds()))
+	if s < 1 {
+		s = 1
+	}
+	return s
+}
+
+func problem(typ string, status int, title, detail string) *Problem {
+	return &Problem{Type: typ, Title: title, Status: status, Detail: detail}
+}

@@ -1,0 +1,109 @@
+package idemhttp_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemhttp"
+)
+
+func TestResponseTooLargeIsNotTruncated(t *testing.T) {
+	forEachStore(t, func(t *testing.T, open func(t *testing.T) idem.Store) {
+		big := strings.Repeat("x", 100)
+		e := newEnv(t, open, idem.Config{}, idemhttp.Config{MaxResponse: 64}, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Location", "/big/1")
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(big))
+		})
+		first := e.do("POST", "/big", `"t"`, `{}`)
+		if first.status != http.StatusCreated || first.body != big {
+			t.Fatalf("first response: %d, %d bytes; want the whole body", first.status, len(first.body))
+		}
+		r := e.do("POST", "/big", `"t"`, `{}`)
+		p := wantProblem(t, r, http.StatusCreated, idemhttp.TypeResponseTooLarge)
+		if p.RecordedStatus != http.StatusCreated || r.header.Get(idemhttp.ReplayedHeader) != "true" || r.header.Get("Location") != "/big/1" {
+			t.Fatalf("too-large replay: %+v, headers %v", p, r.header)
+		}
+		if e.calls.Load() != 1 {
+			t.Fatal("handler ran again")
+		}
+		rec, err := e.store.Get(context.Background(), "", "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rr, err := idemhttp.DecodeResponse(rec.Result)
+		if err != nil || !rr.TooLarge || len(rr.Body) != 0 || rr.Size != 100 {
+			t.Fatalf("record = %+v, %v; want too_large, no body, size 100", rr, err)
+		}
+	})
+}
+
+func TestStreamingHandler(t *testing.T) {
+	forEachStore(t, func(t *testing.T, open func(t *testing.T) idem.Store) {
+		next := make(chan struct{})
+		e := newEnv(t, open, idem.Config{}, idemhttp.Config{}, func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte("line 1\n"))
+			http.NewResponseController(w).Flush()
+			<-next // the client must have line 1 before line 2 is written
+			_, _ = w.Write([]byte("line 2\n"))
+		})
+		req, _ := http.NewRequest("POST", e.srv.URL+"/s", strings.NewReader("{}"))
+		req.Header.Set(idemhttp.HeaderName, `"s"`)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(resp.Body)
+		l1, err := br.ReadString('\n')
+		if err != nil || l1 != "line 1\n" {
+			t.Fatalf("first line %q, %v", l1, err)
+		}
+		close(next)
+		rest, _ := io.ReadAll(br)
+		resp.Body.Close()
+		if string(rest) != "line 2\n" {
+			t.Fatalf("rest %q", rest)
+		}
+		r := e.do("POST", "/s", `"s"`, "{}")
+		if r.body != "line 1\nline 2\n" || r.header.Get(idemhttp.ReplayedHeader) != "true" {
+			t.Fatalf("replay %q", r.body)
+		}
+	})
+}
+
+func TestPanicMarksUnknown(t *testing.T) {
+	forEachStore(t, func(t *testing.T, open func(t *testing.T) idem.Store) {
+		for _, recover := range []bool{false, true} {
+			e := newEnv(t, open, idem.Config{}, idemhttp.Config{RecoverPanics: recover}, func(w http.ResponseWriter, r *http.Request) {
+				panic("boom")
+			})
+			e.srv.Config.ErrorLog = discardLog()
+			req, _ := http.NewRequest("POST", e.srv.URL+"/p", strings.NewReader("{}"))
+			req.Header.Set(idemhttp.HeaderName, `"p"`)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if recover {
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusInternalServerError {
+					t.Fatalf("recovered panic: status %d, want 500", resp.StatusCode)
+				}
+			} else if err == nil {
+				resp.Body.Close()
+				t.Fatalf("propagated panic: got a response (%d), want the connection aborted", resp.StatusCode)
+			}
+			wantProblem(t, e.do("POST", "/p", `"p"`, "{}"), http.StatusConflict, idemhttp.TypeOutcomeUnknown)
+			if e.calls.Load() != 1 {
+				t.Fatalf("handler ran %d times", e.calls.Load())
+			}
+		}
+	})
+}

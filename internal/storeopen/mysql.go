@@ -1,0 +1,84 @@
+package storeopen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/mysqlstore"
+)
+
+// MySQL/MariaDB DSN: mysql://user[:pass]@host[:port]/db[?table=idem_records&param=value…]
+// The table parameter names the records table (default idem_records); other
+// parameters go to go-sql-driver/mysql.
+
+func checkMySQL(d DSN) error {
+	_, _, err := mysqlDriverDSN(d)
+	return err
+}
+
+// mysqlDriverDSN turns the URL form into go-sql-driver's user:pass@tcp(host:port)/db?params.
+func mysqlDriverDSN(d DSN) (dsn, table string, err error) {
+	u, err := url.Parse(d.Raw)
+	if err != nil {
+		return "", "", fmt.Errorf("not a URL: %v", redactErr(err))
+	}
+	if u.Host == "" {
+		return "", "", errors.New("no host; write mysql://root@127.0.0.1:3306/test")
+	}
+	db := strings.TrimPrefix(u.Path, "/")
+	if db == "" || strings.Contains(db, "/") {
+		return "", "", errors.New("name one database: mysql://user@host:3306/DB")
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host += ":3306"
+	}
+	q := u.Query()
+	table = q.Get("table")
+	q.Del("table")
+	var b strings.Builder
+	if u.User != nil {
+		b.WriteString(u.User.Username())
+		if p, ok := u.User.Password(); ok {
+			b.WriteString(":" + p)
+		}
+		b.WriteString("@")
+	}
+	b.WriteString("tcp(" + host + ")/" + db)
+	if len(q) > 0 {
+		b.WriteString("?" + q.Encode())
+	}
+	return b.String(), table, nil
+}
+
+// redactErr drops a url.Error's URL, which may carry a password.
+func redactErr(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+func openMySQL(ctx context.Context, d DSN, opt Options) (idem.Store, error) {
+	dsn, table, err := mysqlDriverDSN(d)
+	if err != nil {
+		return nil, err
+	}
+	return mysqlstore.Open(ctx, dsn, mysqlstore.Config{Table: table, Migrate: opt.Migrate})
+}
+
+func mysqlMigrations(d DSN) (string, error) {
+	_, table, err := mysqlDriverDSN(d)
+	if err != nil {
+		return "", err
+	}
+	if table == "" {
+		table = "idem_records"
+	}
+	return mysqlstore.MigrationsSQL(table), nil
+}

@@ -1,0 +1,65 @@
+package storeopen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/memstore"
+)
+
+// scheme is one backend: how to check a DSN, open it and print its schema.
+type scheme struct {
+	// check validates the DSN's shape without contacting anything.
+	check func(d DSN) error
+	// open opens the store.
+	open func(ctx context.Context, d DSN, opt Options) (idem.Store, error)
+	// migrationsSQL returns the schema script; nil for stores without one.
+	migrationsSQL func(d DSN) (string, error)
+}
+
+// schemes is the table of known backends, one entry each.
+var schemes = map[string]scheme{
+	"memory":     {check: checkMemory, open: openMemory},
+	"sqlite":     {check: checkSQLite, open: openSQLite, migrationsSQL: sqliteMigrations},
+	"postgres":   {check: checkPostgres, open: openPostgres, migrationsSQL: postgresMigrations},
+	"postgresql": {check: checkPostgres, open: openPostgres, migrationsSQL: postgresMigrations},
+	// Redis keeps no schema: nothing to migrate.
+	"redis":         {check: checkRedis, open: openRedis},
+	"rediss":        {check: checkRedis, open: openRedis},
+	"redis+cluster": {check: checkRedis, open: openRedis},
+	"mysql":         {check: checkMySQL, open: openMySQL, migrationsSQL: mysqlMigrations},
+}
+
+func checkMemory(d DSN) error {
+	if d.Target != "" {
+		return fmt.Errorf("memory:// takes nothing after the scheme, got %q", d.Target)
+	}
+	return nil
+}
+
+func openMemory(context.Context, DSN, Options) (idem.Store, error) { return memstore.New(), nil }
+
+func checkSQLite(d DSN) error {
+	p := d.Target
+	switch {
+	case p == "":
+		return errors.New("empty path; write sqlite://idem.db or sqlite:///abs/path.db")
+	case p == ":memory:" || strings.HasPrefix(p, "file:"):
+		return fmt.Errorf("%q is not a file path; use memory:// for an in-memory store", p)
+	case strings.ContainsAny(p, "?#"):
+		return fmt.Errorf("path %q contains '?' or '#'; options are not accepted in the DSN", p)
+	case strings.HasSuffix(p, "/"):
+		return fmt.Errorf("path %q names a directory", p)
+	}
+	return nil
+}
+
+func checkPostgres(d DSN) error {
+	if d.Target == "" {
+		return errors.New("empty; write postgres://user@host:5432/db")
+	}
+	return nil
+}

@@ -1,0 +1,141 @@
+// Package storeopen turns a store DSN, as written on the idem command line,
+// into an [idem.Store].
+//
+// A DSN is SCHEME://REST. Each scheme is one entry in a small table
+// (schemes.go): how to open it, how to migrate it and how to print its
+// migrations. Adding a backend is adding one entry.
+//
+//	sqlite://PATH         embedded SQLite file (relative or absolute path)
+//	postgres://…          PostgreSQL URL, passed to pgx as written
+//	postgresql://…        the same
+//	memory://             in-process memory store (lost on exit)
+package storeopen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/idemkit/idem"
+)
+
+// Default is the DSN used when none is given: a SQLite file in the working
+// directory.
+const Default = "sqlite://idem.db"
+
+// ErrNotAvailable reports a scheme that is recognised but whose backend is
+// not built into this binary.
+var ErrNotAvailable = errors.New("storeopen: store backend not available in this build")
+
+// DSN is a parsed store DSN.
+type DSN struct {
+	// Scheme is the lower-cased scheme, without "://".
+	Scheme string
+	// Target is everything after "SCHEME://": a file path for sqlite, the
+	// whole URL for postgres (see Raw), empty for memory.
+	Target string
+	// Raw is the DSN as given.
+	Raw string
+}
+
+// Redacted returns the DSN with any password replaced by "xxxxx", for
+// logs and error messages.
+func (d DSN) Redacted() string {
+	u, err := url.Parse(d.Raw)
+	if err != nil || u.User == nil {
+		return d.Raw
+	}
+	return u.Redacted()
+}
+
+// Options tune [Open].
+type Options struct {
+	// Migrate applies the backend's embedded migrations while opening.
+	// Defaults to false.
+	Migrate bool
+	// MustExist refuses to create a new database (a SQLite file that is not
+	// there yet), so that read-only commands do not leave empty files
+	// behind. Defaults to false.
+	MustExist bool
+}
+
+// Parse parses a store DSN. It never contacts the store.
+func Parse(s string) (DSN, error) {
+	i := strings.Index(s, "://")
+	if i <= 0 {
+		return DSN{}, fmt.Errorf("storeopen: DSN %q has no scheme; want one of %s (e.g. %s)", redactRaw(s), schemeList(), Default)
+	}
+	d := DSN{Scheme: strings.ToLower(s[:i]), Target: s[i+3:], Raw: s}
+	sc, ok := schemes[d.Scheme]
+	if !ok {
+		return DSN{}, fmt.Errorf("storeopen: unknown store scheme %q; want one of %s", d.Scheme, schemeList())
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return DSN{}, fmt.Errorf("storeopen: DSN contains a NUL byte")
+	}
+	if err := sc.check(d); err != nil {
+		return DSN{}, fmt.Errorf("storeopen: %s DSN: %w", d.Scheme, err)
+	}
+	return d, nil
+}
+
+// Open parses dsn and opens the store it names. ctx bounds connecting and
+// migrating only.
+func Open(ctx context.Context, dsn string, opt Options) (idem.Store, error) {
+	d, err := Parse(dsn)
+	if err != nil {
+		return nil, err
+	}
+	st, err := schemes[d.Scheme].open(ctx, d, opt)
+	if err != nil {
+		return nil, fmt.Errorf("storeopen: open %s: %w", d.Redacted(), err)
+	}
+	return st, nil
+}
+
+// MigrationsSQL returns the SQL that creates the schema of the store dsn
+// names, for teams that apply migrations with their own tool. Stores without
+// a schema return an empty string.
+func MigrationsSQL(dsn string) (string, error) {
+	d, err := Parse(dsn)
+	if err != nil {
+		return "", err
+	}
+	sc := schemes[d.Scheme]
+	if sc.migrationsSQL == nil {
+		return "", nil
+	}
+	return sc.migrationsSQL(d)
+}
+
+// Schemes returns the recognised schemes, sorted.
+func Schemes() []string {
+	names := make([]string, 0, len(schemes))
+	for n := range schemes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func schemeList() string {
+	names := Schemes()
+	for i, n := range names {
+		names[i] = n + "://"
+	}
+	return strings.Join(names, ", ")
+}
+
+// redactRaw hides a password in a DSN that failed to parse as ours.
+func redactRaw(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	if strings.ContainsAny(s, "@") {
+		return "(DSN with credentials, not shown)"
+	}
+	return s
+}

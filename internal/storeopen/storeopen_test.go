@@ -1,0 +1,135 @@
+package storeopen
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/idemkit/idem"
+)
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	good := map[string]DSN{
+		"sqlite://idem.db":          {Scheme: "sqlite", Target: "idem.db"},
+		"sqlite:///var/lib/idem.db": {Scheme: "sqlite", Target: "/var/lib/idem.db"},
+		"SQLite://x.db":             {Scheme: "sqlite", Target: "x.db"},
+		"memory://":                 {Scheme: "memory"},
+		"postgres://u@h:5432/db":    {Scheme: "postgres", Target: "u@h:5432/db"},
+		"postgresql://u:p@h/db?x=1": {Scheme: "postgresql", Target: "u:p@h/db?x=1"},
+	}
+	for in, want := range good {
+		got, err := Parse(in)
+		if err != nil {
+			t.Errorf("Parse(%q): %v", in, err)
+			continue
+		}
+		want.Raw = in
+		if got != want {
+			t.Errorf("Parse(%q) = %+v, want %+v", in, got, want)
+		}
+	}
+	bad := []string{"", "idem.db", "://x", "sqlite://", "sqlite://:memory:", "sqlite://a.db?mode=ro",
+		"sqlite://dir/", "memory://x", "postgres://", "mongodb://h", "sqlite://a\x00b"}
+	for _, in := range bad {
+		if _, err := Parse(in); err == nil {
+			t.Errorf("Parse(%q) succeeded, want error", in)
+		}
+	}
+}
+
+func TestParseUnknownSchemeNamesKnownOnes(t *testing.T) {
+	t.Parallel()
+	_, err := Parse("mongodb://h/db")
+	if err == nil || !strings.Contains(err.Error(), "sqlite://") || !strings.Contains(err.Error(), "memory://") {
+		t.Fatalf("error %v does not list the known schemes", err)
+	}
+}
+
+func TestErrorsDoNotLeakPasswords(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{"mongodb://user:s3cret@h/db", "user:s3cret@h/db"} {
+		_, err := Parse(in)
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Parse(%q) error %v leaks the password", in, err)
+		}
+	}
+	d, err := Parse("postgres://user:s3cret@h/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(d.Redacted(), "s3cret") {
+		t.Errorf("Redacted() = %q", d.Redacted())
+	}
+}
+
+func TestOpenMemory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := Open(ctx, "memory://", Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Get(ctx, "", "k"); !errors.Is(err, idem.ErrNotFound) {
+		t.Fatalf("Get on a fresh memory store: %v, want ErrNotFound", err)
+	}
+	sql, err := MigrationsSQL("memory://")
+	if err != nil || sql != "" {
+		t.Fatalf("MigrationsSQL(memory://) = %q, %v", sql, err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"sqlite://idem.db", "memory://", "postgres://u:p@h/db?sslmode=disable",
+		"sqlite://", "://", "x", "SQLITE:///a/b", "redis://h"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := Parse(s)
+		if err != nil {
+			if d != (DSN{}) {
+				t.Fatalf("Parse(%q) returned %+v with error %v", s, d, err)
+			}
+			return
+		}
+		if _, ok := schemes[d.Scheme]; !ok {
+			t.Fatalf("Parse(%q) accepted unknown scheme %q", s, d.Scheme)
+		}
+		if d.Raw != s || !strings.HasSuffix(s, d.Target) {
+			t.Fatalf("Parse(%q) = %+v does not round-trip", s, d)
+		}
+		// A parsed DSN parses again to the same value.
+		d2, err := Parse(d.Raw)
+		if err != nil || d2 != d {
+			t.Fatalf("reparse of %q: %+v, %v", s, d2, err)
+		}
+	})
+}
+
+func TestOpenSQLite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := "sqlite://" + t.TempDir() + "/idem.db"
+	if _, err := Open(ctx, dsn, Options{MustExist: true}); err == nil || !strings.Contains(err.Error(), "idem migrate") {
+		t.Fatalf("MustExist on a missing file: %v", err)
+	}
+	st, err := Open(ctx, dsn, Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Get(ctx, "", "k"); !errors.Is(err, idem.ErrNotFound) {
+		t.Fatalf("Get on a fresh sqlite store: %v", err)
+	}
+	st.Close()
+	st, err = Open(ctx, dsn, Options{MustExist: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	sql, err := MigrationsSQL(dsn)
+	if err != nil || !strings.Contains(strings.ToUpper(sql), "CREATE TABLE") {
+		t.Fatalf("MigrationsSQL: %v\n%s", err, sql)
+	}
+}

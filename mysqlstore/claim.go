@@ -1,0 +1,104 @@
+package mysqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/idemkit/idem"
+)
+
+// maxRounds bounds the read-decide-write loops. A round repeats only when
+// another writer changed the record between our statements (a release, a
+// sweep, a competing re-claim), so a handful is plenty; the bound keeps a
+// pathological workload from spinning forever.
+const maxRounds = 64
+
+// Claim implements [idem.Store.Claim].
+//
+// It runs a plain INSERT and lets the primary key decide. If the key
+// exists, the INSERT fails with error 1062 having written nothing, and the
+// claim reads the existing record; a duplicate therefore costs two round
+// trips and no write, while a first claim costs one. (INSERT IGNORE would
+// hide other errors, and ON DUPLICATE KEY UPDATE writes a row version on
+// every replay.) An expired succeeded/failed record is re-claimed by an
+// UPDATE that re-checks the expiry and the fence it read. When the record
+// vanishes between the INSERT and the read (released or swept), the claim
+// starts over.
+func (s *Store) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult, error) {
+	if err := s.usable(); err != nil {
+		return idem.ClaimResult{}, err
+	}
+	if err := checkIdentity(p.Scope, p.Key); err != nil {
+		return idem.ClaimResult{}, err
+	}
+	if err := checkAttempt(p.AttemptID); err != nil {
+		return idem.ClaimResult{}, err
+	}
+	for range maxRounds {
+		res, done, err := s.claimRound(ctx, p)
+		if err != nil || done {
+			return res, err
+		}
+		if err := ctx.Err(); err != nil {
+			return idem.ClaimResult{}, s.wrap("claim", err)
+		}
+	}
+	return idem.ClaimResult{}, s.wrap("claim", fmt.Errorf("key %q changed hands %d times during one claim", p.Key, maxRounds))
+}
+
+// claimRound makes one attempt; done is false when the record moved under
+// it and the caller should try again.
+func (s *Store) claimRound(ctx context.Context, p idem.ClaimParams) (res idem.ClaimResult, done bool, err error) {
+	_, err = s.q.ExecContext(ctx, s.sql.insert, p.Scope, p.Key, p.Fingerprint[:], p.AttemptID,
+		nullBytes(p.Intent), p.Now.UnixMicro(), micros(p.LeaseUntil))
+	switch {
+	case err == nil:
+		return idem.ClaimResult{Record: newClaim(p, 1), Claimed: true}, true, nil
+	case s.retryable(err):
+		return res, false, nil
+	case !isDuplicate(err):
+		return res, true, s.wrap("claim", err)
+	}
+	rec, err := s.readRecord(ctx, p.Scope, p.Key, s.duplicateRead())
+	if errors.Is(err, errMissing) {
+		return res, false, nil
+	}
+	if err != nil {
+		return res, true, s.wrap("claim", err)
+	}
+	if rec.State == idem.StateInProgress && rec.AttemptID == p.AttemptID {
+		// Our earlier claim committed and its answer was lost.
+		return idem.ClaimResult{Record: *rec, Claimed: true}, true, nil
+	}
+	if !rec.Expired(p.Now) {
+		return idem.ClaimResult{Record: *rec}, true, nil
+	}
+	return s.reclaim(ctx, p, rec)
+}
+
+// reclaim replaces an expired terminal record with a new claim under the
+// next fence, if it is still the record that was read and still expired.
+func (s *Store) reclaim(ctx context.Context, p idem.ClaimParams, old *idem.Record) (idem.ClaimResult, bool, error) {
+	done, err := s.write(ctx, "claim", s.sql.reclaim, p.Fingerprint[:], p.AttemptID, nullBytes(p.Intent),
+		p.Now.UnixMicro(), micros(p.LeaseUntil), p.Scope, p.Key, old.Fence, p.Now.UnixMicro())
+	if !done || err != nil {
+		return idem.ClaimResult{}, done, err
+	}
+	return idem.ClaimResult{Record: newClaim(p, old.Fence+1), Claimed: true}, true, nil
+}
+
+// newClaim is the record a successful claim wrote.
+func newClaim(p idem.ClaimParams, fence int64) idem.Record {
+	return idem.Record{
+		Scope:       p.Scope,
+		Key:         p.Key,
+		Fingerprint: p.Fingerprint,
+		State:       idem.StateInProgress,
+		Fence:       fence,
+		AttemptID:   p.AttemptID,
+		Intent:      p.Intent,
+		CreatedAt:   norm(p.Now),
+		LeaseUntil:  norm(p.LeaseUntil),
+	}
+}

@@ -1,0 +1,48 @@
+package mysqlstore
+
+import (
+	"fmt"
+	"regexp"
+)
+
+// DefaultTable is the records table used when Config.Table is empty.
+const DefaultTable = "idem_records"
+
+// maxTableLen leaves room for the "_migrations" suffix inside MySQL's
+// 64-character identifier limit.
+const maxTableLen = 64 - len(migrationsSuffix)
+
+var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Config configures a [Store].
+type Config struct {
+	// Table is the name of the records table, an unquoted identifier of
+	// letters, digits and '_' (at most 53 characters). The migrations table
+	// is named Table + "_migrations". Defaults to "idem_records".
+	Table string
+	// Migrate applies the embedded migrations when the store is opened.
+	// Defaults to false: run `idem migrate` or [Store.Migrate] instead.
+	Migrate bool
+}
+
+// withDefaults returns c with defaults filled in, or an error naming the
+// invalid field.
+func (c Config) withDefaults() (Config, error) {
+	if c.Table == "" {
+		c.Table = DefaultTable
+	}
+	if err := validateTable(c.Table); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+func validateTable(table string) error {
+	if len(table) > maxTableLen {
+		return fmt.Errorf("mysqlstore: Config.Table %q is longer than %d characters", table, maxTableLen)
+	}
+	if !tableName.MatchString(table) {
+		return fmt.Errorf("mysqlstore: Config.Table %q must be letters, digits and '_', not starting with a digit", table)
+	}
+	return nil
+}

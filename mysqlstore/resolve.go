@@ -1,0 +1,84 @@
+package mysqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// Resolve implements [idem.Store.Resolve]. Like Finish, it reads, decides,
+// and writes conditioned on the fence and state it read. With p.Release it
+// deletes the record and returns a nil record.
+func (s *Store) Resolve(ctx context.Context, p idem.ResolveParams) (*idem.Record, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
+	if err := checkResolve(p); err != nil {
+		return nil, err
+	}
+	for range maxRounds {
+		r, done, err := s.resolveRound(ctx, p)
+		if err != nil || done {
+			return r, err
+		}
+	}
+	return nil, s.wrap("resolve", fmt.Errorf("key %q changed %d times during one resolve", p.Key, maxRounds))
+}
+
+func checkResolve(p idem.ResolveParams) error {
+	if err := checkIdentity(p.Scope, p.Key); err != nil {
+		return err
+	}
+	if err := checkAttempt(p.AttemptID); err != nil {
+		return err
+	}
+	if !p.Release && p.To != idem.StateSucceeded && p.To != idem.StateFailed && p.To != idem.StateInProgress {
+		return fmt.Errorf("mysqlstore: ResolveParams.To is %q; want succeeded, failed or in_progress (or set Release)", p.To)
+	}
+	return nil
+}
+
+func (s *Store) resolveRound(ctx context.Context, p idem.ResolveParams) (*idem.Record, bool, error) {
+	rec, err := s.readRecord(ctx, p.Scope, p.Key, s.decisionRead())
+	if errors.Is(err, errMissing) {
+		return nil, true, notFound("resolve", p.Scope, p.Key)
+	}
+	if err != nil {
+		return nil, true, s.wrap("resolve", err)
+	}
+	from := p.From
+	if len(from) == 0 {
+		from = []idem.State{idem.StateUnknown}
+	}
+	if !slices.Contains(from, rec.State) || (p.Fence != 0 && p.Fence != rec.Fence) {
+		return nil, true, fmt.Errorf("mysqlstore: resolve: record %q is %s at fence %d; wanted one of %v at fence %d: %w",
+			p.Key, rec.State, rec.Fence, from, p.Fence, idem.ErrFenced)
+	}
+	if p.Release {
+		done, err := s.write(ctx, "resolve", s.sql.resolveDel, p.Scope, p.Key, rec.Fence, string(rec.State))
+		return nil, done, err
+	}
+	next := resolved(*rec, p)
+	done, err := s.write(ctx, "resolve", s.sql.resolveTo, string(next.State), next.AttemptID,
+		nullBytes(next.Result), micros(next.LeaseUntil), micros(next.CompletedAt), micros(next.ExpiresAt),
+		p.Scope, p.Key, rec.Fence, string(rec.State))
+	if !done || err != nil {
+		return nil, done, err
+	}
+	return &next, true, nil
+}
+
+// resolved is r after the resolution p.
+func resolved(r idem.Record, p idem.ResolveParams) idem.Record {
+	r.State, r.Fence, r.AttemptID = p.To, r.Fence+1, p.AttemptID
+	if p.To == idem.StateInProgress {
+		r.LeaseUntil, r.CompletedAt, r.ExpiresAt, r.Result = norm(p.LeaseUntil), time.Time{}, time.Time{}, nil
+		return r
+	}
+	r.Result, r.CompletedAt, r.ExpiresAt = p.Result, norm(p.Now), norm(p.ExpiresAt)
+	return r
+}

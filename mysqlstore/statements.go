@@ -1,0 +1,57 @@
+package mysqlstore
+
+// columns is the record column list, in the order scanRecord reads them.
+const columns = "scope, `key`, fingerprint, state, fence, attempt_id, intent, result, mark, " +
+	"created_at, lease_until, completed_at, expires_at"
+
+// statements holds the SQL for one table, built once per store.
+type statements struct {
+	insert      string
+	reclaim     string
+	get         string
+	getShared   string // locking read after a duplicate, inside a transaction
+	getExcl     string // locking read before a write, inside a transaction
+	finish      string
+	heartbeat   string
+	release     string
+	resolveTo   string
+	resolveDel  string
+	setMark     string
+	sweep       string
+	sweepNoLim  string
+	listColumns string
+}
+
+func buildStatements(table string) statements {
+	t := "`" + table + "`"
+	get := "SELECT " + columns + " FROM " + t + " WHERE scope = ? AND `key` = ?"
+	return statements{
+		// A plain INSERT: the primary key decides, a duplicate fails with
+		// 1062 and writes nothing.
+		insert: "INSERT INTO " + t + " (" + columns + ") VALUES (?, ?, ?, 'in_progress', 1, ?, ?, NULL, '', ?, ?, NULL, NULL)",
+		// Re-claim an expired terminal record: the expiry is checked in
+		// the same statement, against the fence that was read.
+		reclaim: "UPDATE " + t + " SET fingerprint = ?, state = 'in_progress', fence = fence + 1, attempt_id = ?, " +
+			"intent = ?, result = NULL, mark = '', created_at = ?, lease_until = ?, completed_at = NULL, expires_at = NULL " +
+			"WHERE scope = ? AND `key` = ? AND fence = ? AND state IN ('succeeded', 'failed') AND expires_at <= ?",
+		get:       get,
+		getShared: get + " LOCK IN SHARE MODE",
+		getExcl:   get + " FOR UPDATE",
+		finish: "UPDATE " + t + " SET state = ?, result = ?, completed_at = ?, expires_at = ? " +
+			"WHERE scope = ? AND `key` = ? AND fence = ? AND attempt_id = ? AND state = ?",
+		heartbeat: "UPDATE " + t + " SET lease_until = ? " +
+			"WHERE scope = ? AND `key` = ? AND fence = ? AND attempt_id = ? AND state = 'in_progress'",
+		release: "DELETE FROM " + t + " WHERE scope = ? AND `key` = ? AND fence = ? AND attempt_id = ? " +
+			"AND state IN ('in_progress', 'unknown')",
+		resolveTo: "UPDATE " + t + " SET state = ?, fence = fence + 1, attempt_id = ?, result = ?, " +
+			"lease_until = ?, completed_at = ?, expires_at = ? WHERE scope = ? AND `key` = ? AND fence = ? AND state = ?",
+		resolveDel: "DELETE FROM " + t + " WHERE scope = ? AND `key` = ? AND fence = ? AND state = ?",
+		setMark:    "UPDATE " + t + " SET mark = ? WHERE scope = ? AND `key` = ? AND fence = ?",
+		// ORDER BY the expires_at index (which carries the primary key)
+		// makes the batch deterministic, as statement-based replication
+		// requires of DELETE … LIMIT.
+		sweep:       "DELETE FROM " + t + " WHERE state IN ('succeeded', 'failed') AND expires_at <= ? ORDER BY expires_at, scope, `key` LIMIT ?",
+		sweepNoLim:  "DELETE FROM " + t + " WHERE state IN ('succeeded', 'failed') AND expires_at <= ?",
+		listColumns: "SELECT " + columns + " FROM " + t,
+	}
+}

@@ -1,0 +1,164 @@
+package mysqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/idemkit/idem"
+)
+
+// querier is what *sql.DB and *sql.Tx have in common.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Store is an [idem.Store] backed by a MySQL or MariaDB table. It is safe
+// for concurrent use. Use [Open] or [New] to create one.
+type Store struct {
+	db      *sql.DB
+	q       querier // db, or the caller's transaction
+	tx      *sql.Tx // non-nil for a store returned by WithTx
+	table   string
+	sql     statements
+	owned   bool         // Close closes db (Open made it)
+	migrate bool         // Open applies migrations
+	closed  *atomic.Bool // shared with the WithTx views of this store
+}
+
+var _ idem.Store = (*Store)(nil)
+
+// openIdleConns is the idle pool size of a store made by Open.
+const openIdleConns = 16
+
+// Open connects to the MySQL or MariaDB server named by dsn (the
+// go-sql-driver format, e.g. "user@tcp(127.0.0.1:3306)/db"), checks the
+// connection and, if cfg.Migrate is set, applies the migrations. The store
+// owns the connection pool: Close closes it.
+//
+// Open turns on the driver's interpolateParams option, so that each
+// statement costs one round trip instead of a prepare and an execute; the
+// store passes only integers and byte strings, which the driver escapes as
+// binary literals. Times are stored as integers, so parseTime and loc in the
+// DSN do not matter. The pool keeps up to 16 idle connections (database/sql
+// keeps 2 by default, which makes a concurrent workload reconnect on almost
+// every statement); for other pool settings, open the pool yourself and use
+// [New].
+func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
+	mc, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: dsn: %w", err)
+	}
+	mc.InterpolateParams = true
+	connector, err := mysql.NewConnector(mc)
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: dsn: %w", err)
+	}
+	db := sql.OpenDB(connector)
+	db.SetMaxIdleConns(openIdleConns)
+	s, err := newStore(db, cfg)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.owned = true
+	if err := s.start(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// New returns a store that uses db, which must come from the
+// go-sql-driver/mysql driver. The caller keeps ownership of db: Close does
+// not close it. New does not contact the server; call [Store.Migrate] to
+// apply the schema. cfg.Migrate must be false here, because applying
+// migrations needs a context: New refuses it rather than ignore it.
+//
+// For one round trip per statement, open db with interpolateParams=true.
+// Other DSN options (clientFoundRows, parseTime, loc) do not change the
+// store's behaviour.
+func New(db *sql.DB, cfg Config) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("mysqlstore: New: db is nil")
+	}
+	if cfg.Migrate {
+		return nil, errors.New("mysqlstore: Config.Migrate is applied by Open only; after New, call Store.Migrate(ctx)")
+	}
+	return newStore(db, cfg)
+}
+
+func newStore(db *sql.DB, cfg Config) (*Store, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Store{db: db, q: db, table: cfg.Table, sql: buildStatements(cfg.Table), migrate: cfg.Migrate, closed: new(atomic.Bool)}, nil
+}
+
+// start checks the connection and applies migrations if configured.
+func (s *Store) start(ctx context.Context) error {
+	if err := s.db.PingContext(ctx); err != nil {
+		return s.wrap("open", err)
+	}
+	if s.migrate {
+		return s.Migrate(ctx)
+	}
+	return nil
+}
+
+// WithTx returns a store whose operations run inside tx, so that a local
+// write and its record commit or roll back together: claim, do the effect
+// in tx, record the outcome in tx, commit. tx must come from the same
+// database. The returned store's Close does nothing; the transaction's owner
+// commits or rolls back.
+//
+// Isolation: under InnoDB's default REPEATABLE READ a plain SELECT reads the
+// transaction's snapshot, which may predate a concurrent claim that just
+// committed; the claim's INSERT, by contrast, checks the primary key against
+// the latest data. So every read that decides a write here is a locking read
+// (LOCK IN SHARE MODE after a duplicate, FOR UPDATE before an outcome
+// write), which reads the latest committed row and keeps it locked until tx
+// ends. READ COMMITTED works as well. Two consequences: a duplicate claim
+// inside tx holds a shared lock on the existing record until tx ends, and a
+// deadlock or lock-wait timeout aborts the caller's transaction, so the
+// store cannot retry it; the error is returned and the caller retries the
+// whole transaction.
+func (s *Store) WithTx(tx *sql.Tx) idem.Store {
+	c := *s
+	c.q, c.tx, c.owned = tx, tx, false
+	return &c
+}
+
+// Close releases the store: later calls return [idem.ErrClosed]. It closes
+// the connection pool only if [Open] created it. Close on a store returned
+// by WithTx does nothing.
+func (s *Store) Close() error {
+	if s.tx != nil {
+		return nil
+	}
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if s.owned {
+		return s.db.Close()
+	}
+	return nil
+}
+
+// usable reports ErrClosed once the store (or its parent) was closed.
+func (s *Store) usable() error {
+	if s.closed.Load() {
+		return idem.ErrClosed
+	}
+	return nil
+}
+
+// Table returns the name of the records table this store uses.
+func (s *Store) Table() string { return s.table }

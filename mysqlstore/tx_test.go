@@ -1,0 +1,156 @@
+package mysqlstore_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+
+	"github.com/idemkit/idem"
+)
+
+// effectsTable creates a table standing for the caller's own data.
+func effectsTable(t *testing.T, f *fixture) string {
+	t.Helper()
+	name := f.table + "_fx"
+	if _, err := f.db.Exec("CREATE TABLE `" + name + "` (id VARBINARY(255) PRIMARY KEY) ENGINE=InnoDB"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.db.Exec("DROP TABLE IF EXISTS `" + name + "`") })
+	return name
+}
+
+// runInTx claims, writes the local effect and records the outcome in one
+// transaction, then commits or rolls back.
+func runInTx(t *testing.T, f *fixture, fx, key string, commit bool) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := f.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := f.st.WithTx(tx)
+	res := mustClaim(t, st, claimParams(key, "a1", t0))
+	if !res.Claimed {
+		t.Fatalf("claim in tx not Claimed: %+v", res)
+	}
+	if _, err := tx.Exec("INSERT INTO `"+fx+"` VALUES (?)", key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Finish(ctx, succeed(key, "a1", 1, "ok", t0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if commit {
+		err = tx.Commit()
+	} else {
+		err = tx.Rollback()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWithTxRollbackLeavesNothing(t *testing.T) {
+	f := newFixture(t)
+	fx := effectsTable(t, f)
+	runInTx(t, f, fx, "k", false)
+	if _, err := f.st.Get(context.Background(), "tenant-1", "k"); !errors.Is(err, idem.ErrNotFound) {
+		t.Fatalf("record after rollback: %v", err)
+	}
+	if n := countRows(t, f.db, fx); n != 0 {
+		t.Fatalf("%d effects after rollback", n)
+	}
+}
+
+func TestWithTxCommitLeavesBoth(t *testing.T) {
+	f := newFixture(t)
+	fx := effectsTable(t, f)
+	runInTx(t, f, fx, "k", true)
+	rec, err := f.st.Get(context.Background(), "tenant-1", "k")
+	if err != nil || rec.State != idem.StateSucceeded {
+		t.Fatalf("record after commit = %+v, %v", rec, err)
+	}
+	if n := countRows(t, f.db, fx); n != 1 {
+		t.Fatalf("%d effects after commit, want 1", n)
+	}
+	// The view's Close did not close the store.
+	if _, err := f.st.Get(context.Background(), "tenant-1", "k"); err != nil {
+		t.Fatalf("store unusable after closing a tx view: %v", err)
+	}
+}
+
+// TestWithTxSeesWinnerDespiteOldSnapshot: under REPEATABLE READ a
+// transaction whose snapshot predates a concurrent claim cannot see that
+// claim with a plain read, yet its INSERT hits the primary key. The claim
+// must still return the winner's record (a locking read sees it).
+func TestWithTxSeesWinnerDespiteOldSnapshot(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	tx, err := f.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var n int
+	// Take the snapshot now.
+	if err := tx.QueryRow("SELECT COUNT(*) FROM `" + f.table + "`").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	winner := mustClaim(t, f.st, claimParams("k", "winner", t0)) // commits outside tx
+	res, err := f.st.WithTx(tx).Claim(ctx, claimParams("k", "loser", t0))
+	if err != nil {
+		t.Fatalf("claim in old snapshot: %v", err)
+	}
+	if res.Claimed || res.Record.AttemptID != winner.Record.AttemptID {
+		t.Fatalf("claim in old snapshot = %+v, want the winner's record", res)
+	}
+}
+
+// TestWithTxUncommittedClaimBlocksThenYields: a claim inside an open
+// transaction holds the key; a concurrent claimer waits on the primary key
+// and becomes the owner when that transaction rolls back.
+func TestWithTxUncommittedClaimBlocksThenYields(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	tx, err := f.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := mustClaim(t, f.st.WithTx(tx), claimParams("k", "tx", t0)); !res.Claimed {
+		t.Fatal("claim in tx not Claimed")
+	}
+	done := make(chan idem.ClaimResult)
+	go func() {
+		res, err := f.st.Claim(ctx, claimParams("k", "other", t0))
+		if err != nil {
+			t.Errorf("waiting claim: %v", err)
+		}
+		done <- res
+	}()
+	waitForLockWait(t, f.db)
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-done; !res.Claimed || res.Record.AttemptID != "other" {
+		t.Fatalf("waiter after rollback = %+v, want it to own the key", res)
+	}
+}
+
+// waitForLockWait blocks until some transaction waits for a row lock, a
+// signal rather than a sleep.
+func waitForLockWait(t *testing.T, db *sql.DB) {
+	t.Helper()
+	for range 2000 {
+		var n int
+		if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+	}
+	t.Fatal("no transaction ever waited for the lock")
+}

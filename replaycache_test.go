@@ -1,0 +1,106 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/memstore"
+)
+
+// claimCounter counts Claim calls; it hides ProcessLocal, so it behaves as
+// a shared store.
+type claimCounter struct {
+	*memstore.Store
+	claims atomic.Int64
+}
+
+func (c *claimCounter) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult, error) {
+	c.claims.Add(1)
+	return c.Store.Claim(ctx, p)
+}
+
+func (c *claimCounter) ProcessLocal() bool { return false }
+
+func TestReplayCache(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now().UTC()
+	clock := func() time.Time { return now }
+	fpA := idem.NewFingerprint([]byte("a"))
+	st := &claimCounter{Store: memstore.New()}
+	e := newEngine(t, st, idem.Config{TTL: time.Hour, Clock: clock, ReplayCache: idem.ReplayCacheConfig{MaxBytes: 1 << 20, MaxAge: time.Hour}})
+	req := idem.Request{Scope: "alice", Key: "k", Fingerprint: fpA}
+	if _, err := e.DoBytes(ctx, req, ok("v")); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 100; i++ {
+		r, err := e.DoBytes(ctx, req, ok("x"))
+		if err != nil || !r.Replayed || string(r.Value) != "v" {
+			t.Fatalf("replay %d = %+v, %v", i, r, err)
+		}
+	}
+	if n := st.claims.Load(); n != 1 {
+		t.Fatalf("%d store claims for 1 first run + 100 replays, want 1: replays are not served from the cache", n)
+	}
+	// A different request with the same key is still a mismatch.
+	if _, err := e.DoBytes(ctx, idem.Request{Scope: "alice", Key: "k", Fingerprint: idem.NewFingerprint([]byte("b"))}, ok("x")); !errors.Is(err, idem.ErrMismatch) {
+		t.Fatalf("cached mismatch = %v", err)
+	}
+	// Another scope never sees alice's entry.
+	r, err := e.DoBytes(ctx, idem.Request{Scope: "bob", Key: "k", Fingerprint: fpA}, ok("bob"))
+	if err != nil || r.Replayed || string(r.Value) != "bob" {
+		t.Fatalf("bob = %+v, %v", r, err)
+	}
+	// A forced resolution through the engine is seen at once.
+	if _, err := e.Resolve(ctx, "alice", "k", idem.Resolution{As: idem.StateFailed, Result: []byte("reversed"), Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.DoBytes(ctx, req, ok("x")); !errors.Is(err, idem.ErrRecordedFailure) {
+		t.Fatalf("after forced resolve = %v, want the new recorded failure", err)
+	}
+	// Expiry is respected.
+	now = now.Add(2 * time.Hour)
+	r, err = e.DoBytes(ctx, req, ok("new"))
+	if err != nil || r.Replayed || string(r.Value) != "new" {
+		t.Fatalf("after expiry = %+v, %v; want a new intent", r, err)
+	}
+}
+
+func TestReplayCacheSkipsUndecidedRecords(t *testing.T) {
+	ctx := context.Background()
+	st := &claimCounter{Store: memstore.New()}
+	e := newEngine(t, st, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: 1 << 20}})
+	req := idem.Request{Key: "u"}
+	_, _ = e.DoBytes(ctx, req, func(context.Context, *idem.Attempt) ([]byte, error) { return nil, idem.Unknown(nil) })
+	for i := 0; i < 3; i++ {
+		if _, err := e.DoBytes(ctx, req, ok("x")); !errors.Is(err, idem.ErrUnknownOutcome) {
+			t.Fatal(err)
+		}
+	}
+	if n := st.claims.Load(); n != 4 {
+		t.Fatalf("%d claims, want 4: an unknown record must be read from the store every time", n)
+	}
+	// Resolving the unknown record elsewhere (the store directly) is seen.
+	rec, _ := st.Get(ctx, "", "u")
+	if _, err := st.Resolve(ctx, idem.ResolveParams{Key: "u", Fence: rec.Fence, To: idem.StateSucceeded, AttemptID: "op", Result: []byte("settled"), Now: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := e.DoBytes(ctx, req, ok("x")); err != nil || string(r.Value) != "settled" {
+		t.Fatalf("after resolution = %+v, %v", r, err)
+	}
+}
+
+func TestReplayCacheDefaults(t *testing.T) {
+	ctx := context.Background()
+	shared := &claimCounter{Store: memstore.New()}
+	e := newEngine(t, shared, idem.Config{})
+	for i := 0; i < 3; i++ {
+		_, _ = e.DoBytes(ctx, idem.Request{Key: "k"}, ok("v"))
+	}
+	if n := shared.claims.Load(); n != 3 {
+		t.Fatalf("shared store: %d claims, want 3 (cache off by default)", n)
+	}
+}

@@ -1,9 +1,0 @@
-package storetest
-
-import (
-	"errors"
-
-	"github.com/idemkit/idem"
-)
-
-func errorsIsInFlight(err error) bool { return errors.Is(err, idem.ErrInFlight) }
