@@ -21,6 +21,9 @@ type Engine struct {
 	closed  atomic.Bool
 	flights flightGroup
 	cache   *replayCache
+	// txBound engines (from WithStore) run on a caller's transaction, which
+	// must not be used from a second goroutine: no background heartbeats.
+	txBound bool
 }
 
 // New returns an engine over store. It fails when the configuration is
@@ -44,13 +47,16 @@ func (e *Engine) Store() Store { return e.store }
 // Config returns the engine's configuration with defaults filled in.
 func (e *Engine) Config() Config { return e.cfg }
 
-// WithStore returns an engine with the same configuration over another
-// store, typically a transaction-bound view of the same database (see the
-// SQL stores' WithTx), so that a local effect and its record commit together.
+// WithStore returns an engine with the same configuration over a
+// transaction-bound view of the store (see the SQL stores' WithTx), so that
+// a local effect and its record commit together.
+//
+// The returned engine uses the store only from the calling goroutine, as a
+// database transaction requires: it runs no background heartbeats (nobody
+// else can see the claim before the transaction commits, so its lease does
+// not matter) and has no replay cache (what it reads may still roll back).
 func (e *Engine) WithStore(s Store) *Engine {
-	// A transaction-bound view gets no replay cache: what it reads may
-	// still roll back.
-	n := &Engine{store: s, cfg: e.cfg}
+	n := &Engine{store: s, cfg: e.cfg, txBound: true}
 	n.flights.init(n)
 	return n
 }

@@ -150,6 +150,9 @@ func (e *Engine) startHeartbeat(ctx context.Context, rec Record, lease time.Dura
 		}
 		return err
 	}
+	if e.txBound {
+		return h // beat still works on demand, from the caller's goroutine
+	}
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()

@@ -3,6 +3,8 @@ package idem_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -304,5 +306,55 @@ func TestResolveRefusesDecidedRecordsWithoutForce(t *testing.T) {
 	}
 	if _, err := e.Resolve(ctx, "", "k", idem.Resolution{As: idem.StateInProgress}); err == nil {
 		t.Fatal("resolve to in_progress accepted")
+	}
+}
+
+// txOnly fails the test when the store is used from a goroutine other than
+// the one that created it, as a database transaction would misbehave.
+type txOnly struct {
+	*memstore.Store
+	t       *testing.T
+	owner   int64
+	touched atomic.Int64
+}
+
+func (s *txOnly) check() {
+	if id := goid(); id != s.owner {
+		s.t.Errorf("transaction-bound store used from goroutine %d, owner %d", id, s.owner)
+	}
+	s.touched.Add(1)
+}
+
+func (s *txOnly) Heartbeat(ctx context.Context, p idem.HeartbeatParams) error {
+	s.check()
+	return s.Store.Heartbeat(ctx, p)
+}
+
+func (s *txOnly) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
+	s.check()
+	return s.Store.Finish(ctx, p)
+}
+
+func goid() int64 {
+	var buf [64]byte
+	n := runtime.Stack(buf[:], false)
+	var id int64
+	fmt.Sscanf(strings.TrimPrefix(string(buf[:n]), "goroutine "), "%d", &id)
+	return id
+}
+
+func TestWithStoreRunsNoBackgroundHeartbeat(t *testing.T) {
+	base := newEngine(t, memstore.New(), idem.Config{Lease: 30 * time.Millisecond})
+	tx := &txOnly{Store: memstore.New(), t: t, owner: goid()}
+	e := base.WithStore(tx)
+	_, err := e.DoBytes(context.Background(), idem.Request{Key: "k"}, func(context.Context, *idem.Attempt) ([]byte, error) {
+		time.Sleep(100 * time.Millisecond) // three leases: a heartbeat goroutine would fire
+		return []byte("v"), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tx.touched.Load() == 0 {
+		t.Fatal("the store was never used")
 	}
 }
