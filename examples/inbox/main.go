@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"path/filepath"
@@ -32,12 +33,12 @@ const ledgerDDL = `CREATE TABLE IF NOT EXISTS ledger (
 	cents INTEGER NOT NULL)`
 
 func main() {
-	if err := run(context.Background()); err != nil {
+	if err := run(context.Background(), os.Stdout); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context) error {
+func run(ctx context.Context, w io.Writer) error {
 	dir, err := os.MkdirTemp("", "idem-inbox")
 	if err != nil {
 		return err
@@ -88,9 +89,9 @@ func run(ctx context.Context) error {
 	}
 	for _, m := range deliveries {
 		d := p.Process(ctx, m)
-		fmt.Printf("%s (delivery %d): %-11s %-8s %s\n", m.ID, m.Delivery, d.Action, d.Outcome, d.Reason)
+		fmt.Fprintf(w, "%s (delivery %d): %-11s %-8s %s\n", m.ID, m.Delivery, d.Action, d.Outcome, d.Reason)
 	}
-	return printLedger(ctx, st.DB())
+	return printLedger(ctx, w, st.DB())
 }
 
 func msg(id, account, body string, delivery int) *consumer.Message {
@@ -98,20 +99,20 @@ func msg(id, account, body string, delivery int) *consumer.Message {
 		Headers: map[string]string{"account": account}}
 }
 
-func printLedger(ctx context.Context, db *sql.DB) error {
+func printLedger(ctx context.Context, w io.Writer, db *sql.DB) error {
 	rows, err := db.QueryContext(ctx, `SELECT message_id, account, cents FROM ledger ORDER BY id`)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
-	fmt.Println("ledger:")
+	fmt.Fprintln(w, "ledger:")
 	for rows.Next() {
 		var id, acct string
 		var cents int
 		if err := rows.Scan(&id, &acct, &cents); err != nil {
 			return err
 		}
-		fmt.Printf("  %s %-6s %d\n", id, acct, cents)
+		fmt.Fprintf(w, "  %s %-6s %d\n", id, acct, cents)
 	}
 	return rows.Err()
 }
