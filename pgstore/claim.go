@@ -17,10 +17,11 @@ const maxClaimRounds = 64
 // trap), so the concurrency test can show it exercised the retry.
 var noRowRounds atomic.Int64
 
-// Claim implements [idem.Store.Claim] with one statement on the hot path: a
-// CTE that reads the existing row and, only when it sees none, runs INSERT …
-// ON CONFLICT (scope, key) DO NOTHING RETURNING. The primary key decides
-// between concurrent claimers; a duplicate never writes.
+// Claim implements [idem.Store.Claim]. A replay is one statement, a SELECT
+// by primary key. A first claim adds a second: a CTE that reads the row
+// again and, only when it sees none, runs INSERT … ON CONFLICT (scope, key)
+// DO NOTHING RETURNING. The primary key decides between concurrent
+// claimers; a duplicate never writes.
 //
 // PostgreSQL's snapshot trap: when the insert has to wait for a concurrent
 // inserter of the same key, it then does nothing, yet the read in the same
@@ -83,10 +84,21 @@ func (o ops) retryable(op string, err error) error {
 	return wrap(op, err)
 }
 
+// claimOnce reads the record by primary key and, only when there is none,
+// runs the claim statement (batched when group commit is on). A replay is
+// thus a plain SELECT, as cheap as a hand-written one; the read decides
+// nothing: on a miss the primary key still decides between claimers.
 func (o ops) claimOnce(ctx context.Context, p idem.ClaimParams) (rec idem.Record, claimed, found bool, err error) {
-	row := o.db.queryRow(ctx, o.sql.claim, p.Scope, p.Key, p.Fingerprint[:], p.AttemptID, p.Intent,
-		p.Now.UTC(), nullTime(p.LeaseUntil))
-	rec, err = scanRecord(row, &claimed)
+	rec, err = o.get(ctx, p.Scope, p.Key)
+	if err == nil || !isNoRows(err) {
+		return rec, false, err == nil, err
+	}
+	args := []any{p.Scope, p.Key, p.Fingerprint[:], p.AttemptID, p.Intent, p.Now.UTC(), nullTime(p.LeaseUntil)}
+	if b := o.batcher(); b != nil {
+		res := b.submit(ctx, "claim", p.Scope, p.Key, o.sql.claim, args)
+		return res.rec, res.flag, res.found, res.err
+	}
+	rec, err = scanRecord(o.db.queryRow(ctx, o.sql.claim, args...), &claimed)
 	if isNoRows(err) {
 		return rec, false, false, nil
 	}
