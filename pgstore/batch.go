@@ -65,6 +65,8 @@ type batcher struct {
 	queue  chan *batchReq
 	quit   chan struct{}
 	done   chan struct{}
+	// fallbacks counts batches rolled back and run request by request.
+	fallbacks atomic.Int64
 }
 
 func newBatcher(pool *pgxpool.Pool, b Batch) *batcher {
@@ -178,6 +180,7 @@ func (b *batcher) flush(batch []*batchReq) {
 	if stmtErr != nil {
 		// One statement failed and aborted the transaction: nothing was
 		// written. Run each request alone so only its own caller sees it.
+		b.fallbacks.Add(1)
 		if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
 			answerAll(batch, wrap("batch", errors.Join(stmtErr, err)))
 			return
