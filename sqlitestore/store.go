@@ -101,6 +101,9 @@ func (s *Store) connect(ctx context.Context) error {
 // Store's other writes wait for it.
 func (s *Store) DB() *sql.DB { return s.writer }
 
+// Config returns the store's configuration with defaults filled in.
+func (s *Store) Config() Config { return s.cfg }
+
 // Close closes the connections. Later calls on s (and on transaction stores
 // made from it) return [idem.ErrClosed]. Close is idempotent.
 func (s *Store) Close() error {
