@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem"
@@ -45,11 +47,21 @@ type batchRes struct {
 	err   error
 }
 
+// maxInFlight is how many batches may be on the wire at once, each on its
+// own connection: while one waits for its commit's WAL flush, the next
+// one gathers and runs.
+const maxInFlight = 4
+
 // batcher is group commit: one goroutine gathers the claims and finishes
-// that arrive within a window and runs them in one transaction, pipelined
-// in one round trip (BEGIN and the statements), then COMMIT. Statements
-// run in (scope, key) order, so two batches, from this process or another,
-// lock rows in the same order and cannot deadlock each other.
+// that arrive within a window; each batch runs as one transaction in one
+// pipelined round trip (BEGIN, the statements, COMMIT). Statements run in
+// (scope, key) order, so two batches, from this process or another, lock
+// rows in the same order and cannot deadlock each other. Up to
+// maxInFlight batches run at once.
+//
+// In a pipeline, PostgreSQL skips everything after a failed statement up
+// to the final Sync, COMMIT included: a batch commits only if all of its
+// statements succeeded.
 //
 // Batching never changes what a statement decides: the claim is still the
 // INSERT … ON CONFLICT DO NOTHING decided by the primary key, an outcome
@@ -65,6 +77,9 @@ type batcher struct {
 	queue  chan *batchReq
 	quit   chan struct{}
 	done   chan struct{}
+	// sem holds a token per batch in flight; flushing counts them for stop.
+	sem      chan struct{}
+	flushing sync.WaitGroup
 	// fallbacks counts batches rolled back and run request by request.
 	fallbacks atomic.Int64
 }
@@ -74,6 +89,7 @@ func newBatcher(pool *pgxpool.Pool, b Batch) *batcher {
 		pool: pool, window: b.Window, max: b.MaxSize,
 		queue: make(chan *batchReq, b.MaxSize),
 		quit:  make(chan struct{}), done: make(chan struct{}),
+		sem: make(chan struct{}, maxInFlight),
 	}
 	go bt.loop()
 	return bt
@@ -84,6 +100,7 @@ func newBatcher(pool *pgxpool.Pool, b Batch) *batcher {
 func (b *batcher) stop() {
 	close(b.quit)
 	<-b.done
+	b.flushing.Wait()
 }
 
 // submit queues one statement and waits for its answer.
@@ -117,7 +134,14 @@ func (b *batcher) loop() {
 	for {
 		select {
 		case r := <-b.queue:
-			b.flush(b.collect(r))
+			batch := b.collect(r)
+			b.sem <- struct{}{}
+			b.flushing.Add(1)
+			go func() {
+				defer b.flushing.Done()
+				b.flush(batch)
+				<-b.sem
+			}()
 		case <-b.quit:
 			b.drain()
 			return
@@ -176,37 +200,44 @@ func (b *batcher) flush(batch []*batchReq) {
 		return
 	}
 	defer conn.Release()
-	results, stmtErr := runBatch(ctx, conn, batch)
-	if stmtErr != nil {
-		// One statement failed and aborted the transaction: nothing was
-		// written. Run each request alone so only its own caller sees it.
+	results, err := runBatch(ctx, conn, batch)
+	switch {
+	case err == nil:
+		for i, r := range batch {
+			r.done <- results[i]
+		}
+	case errors.Is(err, errCommit):
+		answerAll(batch, wrap("batch commit", err))
+	default:
+		// A statement failed and aborted the transaction before COMMIT:
+		// nothing was written. Run each request alone so only its own
+		// caller sees the failure.
 		b.fallbacks.Add(1)
-		if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
-			answerAll(batch, wrap("batch", errors.Join(stmtErr, err)))
+		if _, rerr := conn.Exec(ctx, "ROLLBACK"); rerr != nil {
+			answerAll(batch, wrap("batch", errors.Join(err, rerr)))
 			return
 		}
 		for _, r := range batch {
 			r.done <- runOne(ctx, conn, r)
 		}
-		return
-	}
-	if err := commit(ctx, conn); err != nil {
-		answerAll(batch, wrap("batch commit", err))
-		return
-	}
-	for i, r := range batch {
-		r.done <- results[i]
 	}
 }
 
-// runBatch sends BEGIN and every statement in one pipelined round trip and
-// reads their answers. The transaction is left open.
+// errCommit marks a batch whose statements all succeeded but whose COMMIT
+// failed or was not confirmed: its outcome is unknown.
+var errCommit = errors.New("commit failed")
+
+// runBatch sends BEGIN, every statement and COMMIT in one pipelined round
+// trip and reads their answers. An error wrapping errCommit means every
+// statement succeeded but the commit is not confirmed; any other error
+// means the transaction did not commit and may still be open.
 func runBatch(ctx context.Context, conn *pgxpool.Conn, batch []*batchReq) ([]batchRes, error) {
 	var pb pgx.Batch
 	pb.Queue("BEGIN")
 	for _, r := range batch {
 		pb.Queue(r.sql, r.args...)
 	}
+	pb.Queue("COMMIT")
 	br := conn.SendBatch(ctx, &pb)
 	_, err := br.Exec()
 	results := make([]batchRes, len(batch))
@@ -217,7 +248,25 @@ func runBatch(ctx context.Context, conn *pgxpool.Conn, batch []*batchReq) ([]bat
 		results[i] = scanResult(br.QueryRow())
 		err = results[i].err
 	}
+	if err == nil {
+		if err = checkCommit(br.Exec()); err == nil {
+			_ = br.Close() // committed: nothing left that could change the answers
+			return results, nil
+		}
+	}
 	return results, errors.Join(err, br.Close())
+}
+
+// checkCommit checks that PostgreSQL did commit: COMMIT of a transaction
+// that failed answers ROLLBACK without an error.
+func checkCommit(tag pgconn.CommandTag, err error) error {
+	if err == nil && tag.String() != "COMMIT" {
+		err = fmt.Errorf("COMMIT answered %q", tag.String())
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", errCommit, err)
+	}
+	return nil
 }
 
 // runOne runs a request's statement in its own implicit transaction.
@@ -237,16 +286,6 @@ func scanResult(row pgx.Row) batchRes {
 		res.err = nil
 	}
 	return res
-}
-
-// commit commits and checks that PostgreSQL did commit: COMMIT of a
-// transaction that failed answers ROLLBACK without an error.
-func commit(ctx context.Context, conn *pgxpool.Conn) error {
-	tag, err := conn.Exec(ctx, "COMMIT")
-	if err == nil && tag.String() != "COMMIT" {
-		err = fmt.Errorf("commit answered %q", tag.String())
-	}
-	return err
 }
 
 func answerAll(batch []*batchReq, err error) {

@@ -25,6 +25,7 @@ type Store struct {
 	closed  atomic.Bool
 	lis     *listener // nil when notifications are disabled
 	batch   *batcher  // nil when group commit is off
+	mix     claimMix  // picks Claim's cheaper path
 }
 
 var (
