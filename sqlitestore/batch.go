@@ -167,6 +167,9 @@ func (b *batcher) flush(batch []*batchReq) {
 			return
 		}
 	}
+	if beforeCommit != nil {
+		beforeCommit()
+	}
 	if err := tx.Commit(); err != nil {
 		answerAll(batch, err)
 		return
@@ -190,6 +193,11 @@ func runInSavepoint(ctx context.Context, q querier, o ops, r *batchReq) (opErr, 
 	_, txErr = q.ExecContext(ctx, "RELEASE req")
 	return opErr, txErr
 }
+
+// beforeCommit, set only by the crash test's child process, widens the
+// window between a batch's statements and its COMMIT, where a process
+// that answered too early would lose acknowledged claims when killed.
+var beforeCommit func()
 
 func answerAll(batch []*batchReq, err error) {
 	for _, r := range batch {

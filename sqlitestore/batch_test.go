@@ -142,6 +142,7 @@ func TestBatchCrashChild(t *testing.T) {
 	if path == "" {
 		t.Skip("child of TestBatchCrash only")
 	}
+	beforeCommit = func() { time.Sleep(50 * time.Millisecond) }
 	s := openBatched(t, path, Batch{Window: 2 * time.Millisecond, MaxSize: 16})
 	var mu sync.Mutex
 	var wg sync.WaitGroup
