@@ -17,10 +17,35 @@ const maxClaimRounds = 64
 // trap), so the concurrency test can show it exercised the retry.
 var noRowRounds atomic.Int64
 
-// Claim implements [idem.Store.Claim] with one statement on the hot path: a
-// CTE that reads the existing row and, only when it sees none, runs INSERT …
-// ON CONFLICT (scope, key) DO NOTHING RETURNING. The primary key decides
-// between concurrent claimers; a duplicate never writes.
+// claimMix tracks whether recent claims found an existing record, so that
+// Claim can pick the cheaper path: a plain SELECT first when duplicates
+// dominate (a replay then costs exactly one SELECT), the claim statement
+// straight away when first-time requests dominate (which saves them a
+// round trip). Both paths give the same answers; only their cost differs.
+type claimMix struct{ score atomic.Int32 }
+
+// mixBound caps the score, so a change of workload is noticed within a
+// few dozen claims.
+const mixBound = 16
+
+func (m *claimMix) readFirst() bool { return m.score.Load() >= 0 }
+
+// observe records whether a claim found an existing record.
+func (m *claimMix) observe(existing bool) {
+	d := int32(-1)
+	if existing {
+		d = 1
+	}
+	if v := m.score.Load() + d; v >= -mixBound && v <= mixBound {
+		m.score.Store(v) // racy by design: a lost update only delays the switch
+	}
+}
+
+// Claim implements [idem.Store.Claim]. A replay is one statement, a SELECT
+// by primary key. A first claim adds a second: a CTE that reads the row
+// again and, only when it sees none, runs INSERT … ON CONFLICT (scope, key)
+// DO NOTHING RETURNING. The primary key decides between concurrent
+// claimers; a duplicate never writes.
 //
 // PostgreSQL's snapshot trap: when the insert has to wait for a concurrent
 // inserter of the same key, it then does nothing, yet the read in the same
@@ -83,14 +108,35 @@ func (o ops) retryable(op string, err error) error {
 	return wrap(op, err)
 }
 
+// claimOnce answers one claim round. When recent claims were mostly
+// duplicates it first reads the record by primary key, a plain SELECT that
+// decides nothing; on a miss, or straight away when recent claims were
+// mostly first-time, it runs the claim statement (batched when group
+// commit is on), where the primary key decides between claimers.
 func (o ops) claimOnce(ctx context.Context, p idem.ClaimParams) (rec idem.Record, claimed, found bool, err error) {
-	row := o.db.queryRow(ctx, o.sql.claim, p.Scope, p.Key, p.Fingerprint[:], p.AttemptID, p.Intent,
-		p.Now.UTC(), nullTime(p.LeaseUntil))
-	rec, err = scanRecord(row, &claimed)
-	if isNoRows(err) {
-		return rec, false, false, nil
+	mix := &o.st.mix
+	if mix.readFirst() {
+		rec, err = o.get(ctx, p.Scope, p.Key)
+		if err == nil || !isNoRows(err) {
+			mix.observe(err == nil)
+			return rec, false, err == nil, err
+		}
 	}
-	return rec, claimed, err == nil, err
+	args := []any{p.Scope, p.Key, p.Fingerprint[:], p.AttemptID, p.Intent, p.Now.UTC(), nullTime(p.LeaseUntil)}
+	if b := o.batcher(); b != nil {
+		res := b.submit(ctx, "claim", p.Scope, p.Key, o.sql.claim, args)
+		rec, claimed, found, err = res.rec, res.flag, res.found, res.err
+	} else {
+		rec, err = scanRecord(o.db.queryRow(ctx, o.sql.claim, args...), &claimed)
+		found = err == nil
+		if isNoRows(err) {
+			err = nil
+		}
+	}
+	if found {
+		mix.observe(!claimed)
+	}
+	return rec, claimed, found, err
 }
 
 func (o ops) reclaim(ctx context.Context, p idem.ClaimParams, fence int64) (idem.Record, bool, error) {

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Config configures a [Store]. The zero value is usable: it keeps records in
@@ -30,6 +31,49 @@ type Config struct {
 	// engine falls back to polling. Set it on CockroachDB and YugabyteDB,
 	// which do not implement LISTEN/NOTIFY. Defaults to false (notify on).
 	DisableNotify bool
+
+	// Batch turns on group commit: claims and outcomes written by
+	// concurrent callers within Batch.Window share one transaction and one
+	// pipelined round trip (see the package documentation). Defaults to
+	// the zero Batch: off, every write is its own transaction.
+	Batch Batch
+}
+
+// Batch configures group commit. Each caller is answered only after the
+// transaction holding its write has committed, so a claim is durable
+// before its effect runs whether batching is on or off.
+type Batch struct {
+	// Window is how long a batch waits, after its first write arrives, for
+	// others to join it; it bounds the latency batching adds. Zero turns
+	// group commit off; at most [MaxBatchWindow]. Defaults to 0 (off).
+	Window time.Duration
+
+	// MaxSize caps the writes in one batch; a full batch is sent at once
+	// without waiting for the rest of the window. At most [MaxBatchSize].
+	// Defaults to [DefaultBatchSize] when Window is set.
+	MaxSize int
+}
+
+// Group commit limits and defaults.
+const (
+	DefaultBatchSize = 128
+	MaxBatchSize     = 4096
+	MaxBatchWindow   = time.Second
+)
+
+// on reports whether group commit is enabled.
+func (b Batch) on() bool { return b.Window > 0 }
+
+func (b Batch) withDefaults() (Batch, error) {
+	switch {
+	case b.Window < 0 || b.Window > MaxBatchWindow:
+		return b, fmt.Errorf("pgstore: Config.Batch.Window %s is outside [0, %s]", b.Window, MaxBatchWindow)
+	case b.MaxSize < 0 || b.MaxSize > MaxBatchSize:
+		return b, fmt.Errorf("pgstore: Config.Batch.MaxSize %d is outside [0, %d]", b.MaxSize, MaxBatchSize)
+	case b.Window > 0 && b.MaxSize == 0:
+		b.MaxSize = DefaultBatchSize
+	}
+	return b, nil
 }
 
 // Default names.
@@ -61,7 +105,9 @@ func (c Config) withDefaults() (Config, error) {
 	if err := checkIdent("Table", c.Table, maxTable); err != nil {
 		return c, err
 	}
-	return c, nil
+	var err error
+	c.Batch, err = c.Batch.withDefaults()
+	return c, err
 }
 
 func checkIdent(field, v string, max int) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -15,10 +16,20 @@ import (
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
+	runConformance(t, pgstore.Config{})
+}
+
+// TestConformanceBatched runs the suite with group commit on: batching
+// must not change any answer.
+func TestConformanceBatched(t *testing.T) {
+	t.Parallel()
+	runConformance(t, pgstore.Config{Batch: pgstore.Batch{Window: time.Millisecond, MaxSize: 32}})
+}
+
+func runConformance(t *testing.T, cfg pgstore.Config) {
 	var schemas sync.Map // *pgstore.Store → schema
 	storetest.Run(t, storetest.Harness{
 		NewStore: func(t *testing.T) idem.Store {
-			var cfg pgstore.Config
 			st := newStore(t, cfg)
 			schemas.Store(st, st.Schema())
 			return st
@@ -32,10 +43,11 @@ func TestConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(pool.Close)
-			peer, err := pgstore.New(context.Background(), pool, pgstore.Config{Schema: schema.(string)})
+			peer, err := pgstore.New(context.Background(), pool, pgstore.Config{Schema: schema.(string), Batch: cfg.Batch})
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { peer.Close() })
 			return peer
 		},
 	})

@@ -12,11 +12,38 @@
 //
 // # Cost per request
 //
-// A first-time request is two statements (Claim, Finish); a duplicate is one
-// statement that writes nothing: Claim reads the existing row and, in the
-// same statement, runs INSERT … ON CONFLICT DO NOTHING RETURNING only when
-// it saw none; never ON CONFLICT DO UPDATE (which would make every replay
-// write a row version).
+// A duplicate is one statement that writes nothing; a first-time request
+// is two (the claim, then Finish). The claim statement is a CTE that reads
+// the existing row and, only when it sees none, runs INSERT … ON CONFLICT
+// DO NOTHING RETURNING; never ON CONFLICT DO UPDATE (which would make every
+// replay write a row version). That CTE costs the server noticeably more
+// than a plain SELECT even when it inserts nothing, so Claim watches the
+// recent mix: while most claims find an existing record it sends a plain
+// SELECT by primary key first (a replay then costs exactly what a
+// hand-written lookup costs) and runs the CTE only on a miss; while most
+// are first-time it runs the CTE straight away. The SELECT never decides a
+// claim: the primary key does, in the CTE.
+//
+// # Group commit
+//
+// With Config.Batch set, claims and outcomes that arrive within
+// Batch.Window (up to Batch.MaxSize) are written in one transaction, sent
+// as one pipelined round trip: BEGIN, the statements in (scope, key) order
+// (so concurrent batches, from any process, lock rows in one order and
+// cannot deadlock each other), COMMIT. Up to four batches are in flight at
+// once. Nothing about a statement changes: the primary key decides
+// claims, the fence decides outcomes, and a conflict answers rather than
+// fails, so one caller's conflict never affects another. Callers are
+// answered only after COMMIT is confirmed, so a claim is durable before
+// its effect runs. If a statement does fail, PostgreSQL skips the rest of
+// the pipeline, COMMIT included; the batch is rolled back and each request
+// is run again on its own, so only the failing caller sees an error. If
+// COMMIT itself fails, every caller in the batch gets the error (the
+// engine treats it as the store being unavailable; a retry recognises its
+// own attempt). Replays are read outside batches, except while recent
+// claims were mostly first-time (see above), when a duplicate may ride in
+// a batch and wait up to one window for its answer. Operations in a
+// caller's transaction ([Store.WithTx]) are never batched.
 //
 // # The snapshot trap
 //

@@ -56,3 +56,12 @@ func (b checkThenInsert) Claim(ctx context.Context, p idem.ClaimParams) (idem.Cl
 		AttemptID: p.AttemptID, Intent: p.Intent, CreatedAt: p.Now, LeaseUntil: p.LeaseUntil}
 	return idem.ClaimResult{Record: rec, Claimed: true}, nil
 }
+
+// BatchFallbacks reports how many batches were rolled back because one of
+// their statements failed, and replayed request by request.
+func (s *Store) BatchFallbacks() int64 {
+	if s.batch == nil {
+		return 0
+	}
+	return s.batch.fallbacks.Load()
+}

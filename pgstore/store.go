@@ -24,6 +24,8 @@ type Store struct {
 	names   names
 	closed  atomic.Bool
 	lis     *listener // nil when notifications are disabled
+	batch   *batcher  // nil when group commit is off
+	mix     claimMix  // picks Claim's cheaper path
 }
 
 var (
@@ -52,6 +54,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		if err := s.Migrate(ctx); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.Batch.on() {
+		s.batch = newBatcher(pool, cfg.Batch)
 	}
 	return s, nil
 }
@@ -89,6 +94,9 @@ func (s *Store) Close() error {
 	}
 	if s.lis != nil {
 		s.lis.stop()
+	}
+	if s.batch != nil {
+		s.batch.stop()
 	}
 	if s.ownPool {
 		s.pool.Close()
@@ -133,6 +141,16 @@ type ops struct {
 	st  *Store
 	db  querier
 	sql statements
+}
+
+// batcher returns the group-commit batcher, or nil when writes run one by
+// one: group commit is off, or the operations run in a caller's
+// transaction (which commits when the caller says so).
+func (o ops) batcher() *batcher {
+	if o.db.inTx() {
+		return nil
+	}
+	return o.st.batch
 }
 
 // Schema returns the PostgreSQL schema that holds the store's tables.

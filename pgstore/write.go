@@ -37,8 +37,19 @@ func (o ops) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, err
 	default:
 		return nil, fmt.Errorf("pgstore: finish: state %q is not succeeded, failed or unknown", p.State)
 	}
+	args = append(args, o.notifyArgs(p.Scope, p.Key)...)
+	if b := o.batcher(); b != nil {
+		res := b.submit(ctx, "finish", p.Scope, p.Key, query, args)
+		switch {
+		case res.err != nil:
+			return nil, res.err
+		case res.found:
+			return &res.rec, nil
+		}
+		return o.finishRetried(ctx, p)
+	}
 	var notified bool
-	rec, err := scanRecord(o.db.queryRow(ctx, query, append(args, o.notifyArgs(p.Scope, p.Key)...)...), &notified)
+	rec, err := scanRecord(o.db.queryRow(ctx, query, args...), &notified)
 	if err == nil {
 		return &rec, nil
 	}

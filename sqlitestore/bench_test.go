@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -75,17 +76,7 @@ func benchFirstTime(b *testing.B, sync string) {
 		})
 		b.Run(fmt.Sprintf("raw/clients=%d", c), func(b *testing.B) {
 			s, ctx := benchStore(b, sync), context.Background()
-			ins, err := s.DB().Prepare(`INSERT INTO idem_records
-				(scope, key, fingerprint, state, fence, attempt_id, intent, created_at, lease_until)
-				VALUES (?, ?, ?, 'in_progress', 1, ?, ?, ?, ?)`)
-			if err != nil {
-				b.Fatal(err)
-			}
-			upd, err := s.DB().Prepare(`UPDATE idem_records SET state = 'succeeded', result = ?,
-				completed_at = ?, expires_at = ? WHERE scope = ? AND key = ?`)
-			if err != nil {
-				b.Fatal(err)
-			}
+			ins, upd := prepareRaw(b, s)
 			runClients(b, c, func(i int64) error {
 				p := claimParams("first-"+strconv.FormatInt(i, 10), "att")
 				if _, err := ins.ExecContext(ctx, p.Scope, p.Key, p.Fingerprint[:], p.AttemptID, p.Intent,
@@ -97,6 +88,22 @@ func benchFirstTime(b *testing.B, sync string) {
 			})
 		})
 	}
+}
+
+// prepareRaw prepares the raw first-time statements on s's writer.
+func prepareRaw(b *testing.B, s *Store) (ins, upd *sql.Stmt) {
+	ins, err := s.DB().Prepare(`INSERT INTO idem_records
+		(scope, key, fingerprint, state, fence, attempt_id, intent, created_at, lease_until)
+		VALUES (?, ?, ?, 'in_progress', 1, ?, ?, ?, ?)`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	upd, err = s.DB().Prepare(`UPDATE idem_records SET state = 'succeeded', result = ?,
+		completed_at = ?, expires_at = ? WHERE scope = ? AND key = ?`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ins, upd
 }
 
 const replayKeys = 1000

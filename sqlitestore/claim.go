@@ -36,6 +36,19 @@ func (o ops) claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult, e
 	if o.brokenClaim != nil {
 		return o.brokenClaim(ctx, o, p)
 	}
+	if o.batch != nil {
+		var res idem.ClaimResult
+		err := o.batch.submit(ctx, func(ctx context.Context, bo ops) (err error) {
+			res, err = bo.claimLoop(ctx, p)
+			return err
+		})
+		return res, err
+	}
+	return o.claimLoop(ctx, p)
+}
+
+// claimLoop runs claim rounds on o.write until one settles.
+func (o ops) claimLoop(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult, error) {
 	for range maxClaimRounds {
 		r, done, err := o.claimRound(ctx, p)
 		if done || err != nil {

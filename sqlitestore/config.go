@@ -37,6 +37,47 @@ type Config struct {
 	// schema must already be in place (see [Store.Migrate] and
 	// [MigrationsSQL]). Defaults to false.
 	Migrate bool
+
+	// Batch turns on group commit: claims and outcomes from concurrent
+	// callers within Batch.Window are written by the one writer in a single
+	// transaction, hence a single fsync (see the package documentation).
+	// Defaults to the zero Batch: off, every write is its own commit.
+	Batch Batch
+}
+
+// Batch configures group commit. Each caller is answered only after the
+// transaction holding its write has committed, so with Synchronous FULL a
+// claim is durable before its effect runs whether batching is on or off.
+type Batch struct {
+	// Window is how long the writer waits, after the first write of a
+	// batch arrives, for others to join it; it bounds the latency batching
+	// adds. Zero turns group commit off; at most [MaxBatchWindow]. Defaults
+	// to 0 (off).
+	Window time.Duration
+
+	// MaxSize caps the writes in one batch; a full batch is written at
+	// once. At most [MaxBatchSize]. Defaults to [DefaultBatchSize] when
+	// Window is set.
+	MaxSize int
+}
+
+// Group commit limits and defaults.
+const (
+	DefaultBatchSize = 128
+	MaxBatchSize     = 4096
+	MaxBatchWindow   = time.Second
+)
+
+func (b Batch) withDefaults() (Batch, error) {
+	switch {
+	case b.Window < 0 || b.Window > MaxBatchWindow:
+		return b, fmt.Errorf("sqlitestore: Config.Batch.Window: %s is outside [0, %s]", b.Window, MaxBatchWindow)
+	case b.MaxSize < 0 || b.MaxSize > MaxBatchSize:
+		return b, fmt.Errorf("sqlitestore: Config.Batch.MaxSize: %d is outside [0, %d]", b.MaxSize, MaxBatchSize)
+	case b.Window > 0 && b.MaxSize == 0:
+		b.MaxSize = DefaultBatchSize
+	}
+	return b, nil
 }
 
 // Defaults.
@@ -73,7 +114,8 @@ func (c Config) withDefaults() (Config, error) {
 	case c.ReadConns == 0:
 		c.ReadConns = DefaultReadConns
 	}
-	return c, nil
+	c.Batch, err = c.Batch.withDefaults()
+	return c, err
 }
 
 func parseSynchronous(s string) (string, error) {

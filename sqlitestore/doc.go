@@ -16,6 +16,26 @@
 // (claim, finish); a replay costs one read on a reader connection and no
 // write at all.
 //
+// With "NORMAL" (Config.Synchronous, or sync=normal in an idem DSN) commits
+// are not fsynced one by one: much faster, but a power cut may lose the
+// last acknowledged commits, and with them a claim whose effect already
+// ran; a retry would then run the effect again. Use it only where that
+// risk is acceptable.
+//
+// # Group commit
+//
+// One fsync per commit caps a FULL store at a few thousand commits a
+// second. With Config.Batch set, the claims and outcomes that arrive
+// within Batch.Window (up to Batch.MaxSize) are handed to one writer
+// goroutine that runs them in a single BEGIN IMMEDIATE … COMMIT: one fsync
+// for the whole batch. Each request runs exactly the statements it would
+// run alone (the primary key decides every claim) inside its own
+// SAVEPOINT, so a failing statement is rolled back to it and fails only
+// its own caller. Callers are answered after COMMIT returns; if COMMIT
+// fails, every caller in the batch gets the error and none was
+// acknowledged. Replays are still answered by the readers and never wait
+// for a batch; a [TxStore] is never batched.
+//
 // # Schema
 //
 // The schema is a set of numbered migrations embedded in the binary, applied

@@ -10,6 +10,19 @@ import (
 )
 
 func (o ops) finish(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
+	if o.batch == nil {
+		return o.finishNow(ctx, p)
+	}
+	var r *idem.Record
+	err := o.batch.submit(ctx, func(ctx context.Context, bo ops) (err error) {
+		r, err = bo.finishNow(ctx, p)
+		return err
+	})
+	return r, err
+}
+
+// finishNow records the outcome with a conditional UPDATE on o.write.
+func (o ops) finishNow(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
 	from := `state IN ('in_progress', 'unknown')`
 	expires := micros(p.ExpiresAt)
 	switch p.State {

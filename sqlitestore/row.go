@@ -27,6 +27,9 @@ type ops struct {
 	// brokenClaim, set only by tests, replaces the constraint-decided
 	// claim after the replay check (the constraint-evidence test).
 	brokenClaim claimFunc
+	// batch, when set, runs claims and finishes through group commit
+	// instead of directly on write.
+	batch *batcher
 }
 
 // columns is the order scanRecord expects.

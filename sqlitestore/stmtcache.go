@@ -74,3 +74,59 @@ func (c *stmtCache) QueryRowContext(ctx context.Context, q string, args ...any) 
 	}
 	return st.QueryRowContext(ctx, args...)
 }
+
+// peek returns the prepared statement for q if there is one, without
+// preparing it (which would need a connection of its own).
+func (c *stmtCache) peek(q string) *sql.Stmt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[q]
+}
+
+// txQuerier runs statements in tx, reusing c's prepared statements (tx is
+// on c's one writer connection, where they were prepared). It cannot
+// prepare inside the transaction, so it runs a statement it has not seen
+// unprepared and remembers it; prepareMissed prepares those afterwards.
+type txQuerier struct {
+	tx     *sql.Tx
+	c      *stmtCache
+	missed map[string]bool
+}
+
+func (q *txQuerier) stmt(ctx context.Context, s string) *sql.Stmt {
+	if st := q.c.peek(s); st != nil {
+		return q.tx.StmtContext(ctx, st)
+	}
+	q.missed[s] = true
+	return nil
+}
+
+func (q *txQuerier) ExecContext(ctx context.Context, s string, args ...any) (sql.Result, error) {
+	if st := q.stmt(ctx, s); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
+	return q.tx.ExecContext(ctx, s, args...)
+}
+
+func (q *txQuerier) QueryContext(ctx context.Context, s string, args ...any) (*sql.Rows, error) {
+	if st := q.stmt(ctx, s); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return q.tx.QueryContext(ctx, s, args...)
+}
+
+func (q *txQuerier) QueryRowContext(ctx context.Context, s string, args ...any) *sql.Row {
+	if st := q.stmt(ctx, s); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return q.tx.QueryRowContext(ctx, s, args...)
+}
+
+// prepareMissed prepares the statements q ran unprepared; call it once the
+// transaction has ended.
+func (q *txQuerier) prepareMissed(ctx context.Context) {
+	for s := range q.missed {
+		_, _ = q.c.stmt(ctx, s) // best effort: an unprepared statement still runs
+	}
+	clear(q.missed)
+}

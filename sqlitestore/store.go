@@ -27,6 +27,8 @@ type Store struct {
 	// brokenClaim is set only by the constraint-evidence test
 	// (export_test.go); nil in every real store.
 	brokenClaim claimFunc
+	// batch is the group-commit writer; nil when Config.Batch is off.
+	batch *batcher
 }
 
 var _ idem.Store = (*Store)(nil)
@@ -54,6 +56,9 @@ func open(ctx context.Context, cfg Config, s *Store) (*Store, error) {
 			_ = s.Close()
 			return nil, err
 		}
+	}
+	if cfg.Batch.Window > 0 {
+		s.batch = newBatcher(s, cfg.Batch)
 	}
 	return s, nil
 }
@@ -96,18 +101,24 @@ func (s *Store) connect(ctx context.Context) error {
 // Store's other writes wait for it.
 func (s *Store) DB() *sql.DB { return s.writer }
 
+// Config returns the store's configuration with defaults filled in.
+func (s *Store) Config() Config { return s.cfg }
+
 // Close closes the connections. Later calls on s (and on transaction stores
 // made from it) return [idem.ErrClosed]. Close is idempotent.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	if s.batch != nil {
+		s.batch.stop()
+	}
 	return errors.Join(s.writer.Close(), s.readers.Close())
 }
 
 // ops returns the operations bound to the writer and the reader pool.
 func (s *Store) ops() ops {
-	return ops{read: s.rq, write: s.wq, replayCheck: true, brokenClaim: s.brokenClaim}
+	return ops{read: s.rq, write: s.wq, replayCheck: true, brokenClaim: s.brokenClaim, batch: s.batch}
 }
 
 // Claim implements [idem.Store]. A replay is answered from a reader

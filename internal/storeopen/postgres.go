@@ -9,12 +9,34 @@ import (
 	"github.com/idemkit/idem/pgstore"
 )
 
-// PostgreSQL DSN: postgres://user@host:5432/db?… as pgx accepts it, plus an
-// optional schema parameter (default public) for the records table.
+// PostgreSQL DSN: postgres://user@host:5432/db?… as pgx accepts it, plus
+// optional parameters that idem reads and removes before pgx sees them:
+// schema (default public) for the records table, and batch / batch_size
+// for group commit (see batch.go).
+
+// parsePostgres removes idem's parameters from raw and returns the DSN for
+// pgx and the store configuration.
+func parsePostgres(raw string) (dsn string, cfg pgstore.Config, err error) {
+	dsn, cfg.Schema = splitParam(raw, "schema")
+	q := url.Values{}
+	for _, k := range batchKeys {
+		var v string
+		if dsn, v = splitParam(dsn, k); v != "" {
+			q.Set(k, v)
+		}
+	}
+	b, err := parseBatch(q)
+	cfg.Batch = pgstore.Batch{Window: b.window, MaxSize: b.size}
+	return dsn, cfg, err
+}
 
 func openPostgres(ctx context.Context, d DSN, opt Options) (idem.Store, error) {
-	dsn, schema := splitParam(d.Raw, "schema")
-	return pgstore.Open(ctx, dsn, pgstore.Config{Schema: schema, Migrate: opt.Migrate})
+	dsn, cfg, err := parsePostgres(d.Raw)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Migrate = opt.Migrate
+	return pgstore.Open(ctx, dsn, cfg)
 }
 
 func postgresMigrations(d DSN) (string, error) {

@@ -43,14 +43,18 @@ func checkMemory(d DSN) error {
 func openMemory(context.Context, DSN, Options) (idem.Store, error) { return memstore.New(), nil }
 
 func checkSQLite(d DSN) error {
-	p := d.Target
+	sd, err := parseSQLite(d.Target)
+	if err != nil {
+		return err
+	}
+	p := sd.path
 	switch {
 	case p == "":
 		return errors.New("empty path; write sqlite://idem.db or sqlite:///abs/path.db")
 	case p == ":memory:" || strings.HasPrefix(p, "file:"):
 		return fmt.Errorf("%q is not a file path; use memory:// for an in-memory store", p)
-	case strings.ContainsAny(p, "?#"):
-		return fmt.Errorf("path %q contains '?' or '#'; options are not accepted in the DSN", p)
+	case strings.ContainsRune(p, '#'):
+		return fmt.Errorf("path %q contains '#'", p)
 	case strings.HasSuffix(p, "/"):
 		return fmt.Errorf("path %q names a directory", p)
 	}
@@ -61,5 +65,6 @@ func checkPostgres(d DSN) error {
 	if d.Target == "" {
 		return errors.New("empty; write postgres://user@host:5432/db")
 	}
-	return nil
+	_, _, err := parsePostgres(d.Raw)
+	return err
 }

@@ -9,6 +9,13 @@
 //	postgres://…          PostgreSQL URL, passed to pgx as written
 //	postgresql://…        the same
 //	memory://             in-process memory store (lost on exit)
+//
+// The SQL stores take group commit from the query: batch=2ms sets the batch
+// window (absent or 0: off), batch_size=128 the most writes per batch.
+// sqlite:// also takes sync=full (the default) or sync=normal (faster, less
+// durable: a power cut may lose the last acknowledged claims); postgres://
+// takes schema=NAME. idem removes its own parameters before pgx sees the
+// URL.
 package storeopen
 
 import (

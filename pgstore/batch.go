@@ -1,0 +1,295 @@
+package pgstore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemkit/idem"
+)
+
+// flushTimeout bounds one batch's round trips and commit. Callers do not
+// wait for it: each leaves when its own ctx ends.
+const flushTimeout = 30 * time.Second
+
+// Request states: queued until the batcher takes it, or abandoned by a
+// caller whose ctx ended first (the batcher then skips it).
+const (
+	reqQueued int32 = iota
+	reqTaken
+	reqAbandoned
+)
+
+// batchReq is one write waiting for a batch: a statement returning the
+// record columns and one boolean (claim: claimed; finish: notified).
+type batchReq struct {
+	scope, key string
+	sql        string
+	args       []any
+	state      atomic.Int32
+	done       chan batchRes // buffered: the batcher never blocks on it
+}
+
+// batchRes is the answer to a batchReq, sent after COMMIT returned.
+type batchRes struct {
+	rec   idem.Record
+	flag  bool
+	found bool // the statement returned a row
+	err   error
+}
+
+// maxInFlight is how many batches may be on the wire at once, each on its
+// own connection: while one waits for its commit's WAL flush, the next
+// one gathers and runs.
+const maxInFlight = 4
+
+// batcher is group commit: one goroutine gathers the claims and finishes
+// that arrive within a window; each batch runs as one transaction in one
+// pipelined round trip (BEGIN, the statements, COMMIT). Statements run in
+// (scope, key) order, so two batches, from this process or another, lock
+// rows in the same order and cannot deadlock each other. Up to
+// maxInFlight batches run at once.
+//
+// In a pipeline, PostgreSQL skips everything after a failed statement up
+// to the final Sync, COMMIT included: a batch commits only if all of its
+// statements succeeded.
+//
+// Batching never changes what a statement decides: the claim is still the
+// INSERT … ON CONFLICT DO NOTHING decided by the primary key, an outcome
+// still the fenced UPDATE. Neither raises an error on a conflict, so
+// normally no request can fail its neighbours; if one does fail (which
+// aborts the transaction), the batch is rolled back and every request is
+// run again on its own, each caller getting its own answer. If COMMIT
+// fails, every caller gets the error: none was acknowledged.
+type batcher struct {
+	pool   *pgxpool.Pool
+	window time.Duration
+	max    int
+	queue  chan *batchReq
+	quit   chan struct{}
+	done   chan struct{}
+	// sem holds a token per batch in flight; flushing counts them for stop.
+	sem      chan struct{}
+	flushing sync.WaitGroup
+	// fallbacks counts batches rolled back and run request by request.
+	fallbacks atomic.Int64
+}
+
+func newBatcher(pool *pgxpool.Pool, b Batch) *batcher {
+	bt := &batcher{
+		pool: pool, window: b.Window, max: b.MaxSize,
+		queue: make(chan *batchReq, b.MaxSize),
+		quit:  make(chan struct{}), done: make(chan struct{}),
+		sem: make(chan struct{}, maxInFlight),
+	}
+	go bt.loop()
+	return bt
+}
+
+// stop ends the batcher after the batch in progress; requests still queued
+// get ErrClosed.
+func (b *batcher) stop() {
+	close(b.quit)
+	<-b.done
+	b.flushing.Wait()
+}
+
+// submit queues one statement and waits for its answer.
+func (b *batcher) submit(ctx context.Context, op, scope, key, sql string, args []any) batchRes {
+	r := &batchReq{scope: scope, key: key, sql: sql, args: args, done: make(chan batchRes, 1)}
+	select {
+	case b.queue <- r:
+	case <-ctx.Done():
+		return batchRes{err: wrap(op, ctx.Err())}
+	case <-b.quit:
+		return batchRes{err: errClosed(op)}
+	}
+	select {
+	case res := <-r.done:
+		return res
+	case <-ctx.Done():
+		// Taken already, the write may still commit: as with a lost answer,
+		// the caller's retry recognises its own attempt.
+		r.state.CompareAndSwap(reqQueued, reqAbandoned)
+		return batchRes{err: wrap(op, ctx.Err())}
+	case <-b.quit:
+		if r.state.CompareAndSwap(reqQueued, reqAbandoned) {
+			return batchRes{err: errClosed(op)}
+		}
+		return <-r.done
+	}
+}
+
+func (b *batcher) loop() {
+	defer close(b.done)
+	for {
+		select {
+		case r := <-b.queue:
+			batch := b.collect(r)
+			b.sem <- struct{}{}
+			b.flushing.Add(1)
+			go func() {
+				defer b.flushing.Done()
+				b.flush(batch)
+				<-b.sem
+			}()
+		case <-b.quit:
+			b.drain()
+			return
+		}
+	}
+}
+
+// collect gathers up to max requests, waiting at most the window after
+// the first; it keeps only requests whose callers are still waiting.
+func (b *batcher) collect(first *batchReq) []*batchReq {
+	batch := []*batchReq{first}
+	timer := time.NewTimer(b.window)
+	defer timer.Stop()
+gather:
+	for len(batch) < b.max {
+		select {
+		case r := <-b.queue:
+			batch = append(batch, r)
+		case <-timer.C:
+			break gather
+		case <-b.quit:
+			break gather
+		}
+	}
+	return slices.DeleteFunc(batch, func(r *batchReq) bool {
+		return !r.state.CompareAndSwap(reqQueued, reqTaken)
+	})
+}
+
+func (b *batcher) drain() {
+	for {
+		select {
+		case r := <-b.queue:
+			if r.state.CompareAndSwap(reqQueued, reqTaken) {
+				r.done <- batchRes{err: errClosed("batch")}
+			}
+		default:
+			return
+		}
+	}
+}
+
+// flush runs one batch and answers every request in it.
+func (b *batcher) flush(batch []*batchReq) {
+	if len(batch) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	slices.SortFunc(batch, func(x, y *batchReq) int {
+		return cmp.Or(cmp.Compare(x.scope, y.scope), cmp.Compare(x.key, y.key))
+	})
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		answerAll(batch, wrap("batch", err))
+		return
+	}
+	defer conn.Release()
+	results, err := runBatch(ctx, conn, batch)
+	switch {
+	case err == nil:
+		for i, r := range batch {
+			r.done <- results[i]
+		}
+	case errors.Is(err, errCommit):
+		answerAll(batch, wrap("batch commit", err))
+	default:
+		// A statement failed and aborted the transaction before COMMIT:
+		// nothing was written. Run each request alone so only its own
+		// caller sees the failure.
+		b.fallbacks.Add(1)
+		if _, rerr := conn.Exec(ctx, "ROLLBACK"); rerr != nil {
+			answerAll(batch, wrap("batch", errors.Join(err, rerr)))
+			return
+		}
+		for _, r := range batch {
+			r.done <- runOne(ctx, conn, r)
+		}
+	}
+}
+
+// errCommit marks a batch whose statements all succeeded but whose COMMIT
+// failed or was not confirmed: its outcome is unknown.
+var errCommit = errors.New("commit failed")
+
+// runBatch sends BEGIN, every statement and COMMIT in one pipelined round
+// trip and reads their answers. An error wrapping errCommit means every
+// statement succeeded but the commit is not confirmed; any other error
+// means the transaction did not commit and may still be open.
+func runBatch(ctx context.Context, conn *pgxpool.Conn, batch []*batchReq) ([]batchRes, error) {
+	var pb pgx.Batch
+	pb.Queue("BEGIN")
+	for _, r := range batch {
+		pb.Queue(r.sql, r.args...)
+	}
+	pb.Queue("COMMIT")
+	br := conn.SendBatch(ctx, &pb)
+	_, err := br.Exec()
+	results := make([]batchRes, len(batch))
+	for i := range batch {
+		if err != nil {
+			break
+		}
+		results[i] = scanResult(br.QueryRow())
+		err = results[i].err
+	}
+	if err == nil {
+		if err = checkCommit(br.Exec()); err == nil {
+			_ = br.Close() // committed: nothing left that could change the answers
+			return results, nil
+		}
+	}
+	return results, errors.Join(err, br.Close())
+}
+
+// checkCommit checks that PostgreSQL did commit: COMMIT of a transaction
+// that failed answers ROLLBACK without an error.
+func checkCommit(tag pgconn.CommandTag, err error) error {
+	if err == nil && tag.String() != "COMMIT" {
+		err = fmt.Errorf("COMMIT answered %q", tag.String())
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", errCommit, err)
+	}
+	return nil
+}
+
+// runOne runs a request's statement in its own implicit transaction.
+func runOne(ctx context.Context, conn *pgxpool.Conn, r *batchReq) batchRes {
+	res := scanResult(conn.QueryRow(ctx, r.sql, r.args...))
+	if res.err != nil {
+		res.err = wrap("batch", res.err)
+	}
+	return res
+}
+
+func scanResult(row pgx.Row) batchRes {
+	var res batchRes
+	res.rec, res.err = scanRecord(row, &res.flag)
+	res.found = res.err == nil
+	if isNoRows(res.err) {
+		res.err = nil
+	}
+	return res
+}
+
+func answerAll(batch []*batchReq, err error) {
+	for _, r := range batch {
+		r.done <- batchRes{err: err}
+	}
+}

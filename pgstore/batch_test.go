@@ -1,0 +1,188 @@
+package pgstore_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testenv"
+	"github.com/idemkit/idem/pgstore"
+)
+
+func TestBatchConfigValidated(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	for _, b := range []pgstore.Batch{
+		{Window: -time.Millisecond},
+		{Window: 2 * pgstore.MaxBatchWindow},
+		{Window: time.Millisecond, MaxSize: -1},
+		{Window: time.Millisecond, MaxSize: pgstore.MaxBatchSize + 1},
+	} {
+		if s, err := pgstore.New(context.Background(), pool, pgstore.Config{Batch: b}); err == nil {
+			s.Close()
+			t.Errorf("New accepted %+v", b)
+		}
+	}
+}
+
+// TestBatchNeighbourFailure puts a statement that fails (an attempt id
+// PostgreSQL cannot store) into one batch with good claims and a fenced
+// Finish: the failure aborts the batch's transaction, yet only its own
+// caller sees an error; the others are claimed (and durable) or fenced
+// exactly as without batching.
+func TestBatchNeighbourFailure(t *testing.T) {
+	t.Parallel()
+	const n = 12
+	s := newStore(t, pgstore.Config{Batch: pgstore.Batch{Window: pgstore.MaxBatchWindow, MaxSize: n + 2}})
+	ctx := context.Background()
+	held := mustClaim(t, s, claimParams("held", "owner", t0))
+
+	errs := make([]error, n+2)
+	claimed := make([]bool, n+2)
+	var wg sync.WaitGroup
+	for i := range n + 1 {
+		wg.Go(func() {
+			p := claimParams(fmt.Sprint("k-", i), "a", t0)
+			if i == n {
+				p.AttemptID = "bad\x00attempt" // text cannot hold NUL: the statement fails
+			}
+			c, err := s.Claim(ctx, p)
+			errs[i], claimed[i] = err, c.Claimed
+		})
+	}
+	wg.Go(func() {
+		stale := succeed(held, "late", t0, time.Hour)
+		stale.AttemptID = "someone-else"
+		_, errs[n+1] = s.Finish(ctx, stale)
+	})
+	wg.Wait()
+
+	if s.BatchFallbacks() == 0 {
+		t.Fatal("the failing statement never shared a batch: nothing was tested")
+	}
+	if errs[n] == nil {
+		t.Error("the bad claim succeeded")
+	}
+	if !errors.Is(errs[n+1], idem.ErrFenced) {
+		t.Errorf("stale Finish: %v, want ErrFenced", errs[n+1])
+	}
+	for i := range n {
+		if errs[i] != nil || !claimed[i] {
+			t.Errorf("neighbour %d: claimed %v, err %v", i, claimed[i], errs[i])
+			continue
+		}
+		if r, err := s.Get(ctx, "tenant-1", fmt.Sprint("k-", i)); err != nil || r.AttemptID != "a" {
+			t.Errorf("neighbour %d not recorded: %v", i, err)
+		}
+	}
+}
+
+const crashEnv = "IDEM_PGSTORE_CRASH_SCHEMA"
+
+// TestBatchCrashChild is the child half of TestBatchCrash: it claims keys
+// from 32 goroutines with group commit on and prints each key as soon as
+// its Claim returns, until it is killed.
+func TestBatchCrashChild(t *testing.T) {
+	schema := os.Getenv(crashEnv)
+	if schema == "" {
+		t.Skip("child of TestBatchCrash only")
+	}
+	s, err := pgstore.Open(context.Background(), testenv.Postgres.Need(t),
+		pgstore.Config{Schema: schema, Batch: pgstore.Batch{Window: 2 * time.Millisecond, MaxSize: 16}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Go(func() {
+			for i := 0; i < 100_000; i++ {
+				key := fmt.Sprintf("g%d-%d", g, i)
+				c, err := s.Claim(context.Background(), claimParams(key, "child-"+key, t0))
+				if err != nil || !c.Claimed {
+					fmt.Fprintf(os.Stderr, "claim %s: %v %v\n", key, c.Claimed, err)
+					os.Exit(3)
+				}
+				mu.Lock()
+				fmt.Printf("ACK %s\n", key)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestBatchCrash kills a process that claims with group commit on, in the
+// middle of its batches: every claim it acknowledged is in the table, and
+// every row there is a complete claim (nothing half-written).
+func TestBatchCrash(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts a subprocess")
+	}
+	s := newStore(t, pgstore.Config{})
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBatchCrashChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), crashEnv+"="+s.Schema())
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	acked := readAcks(stdout, 400, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
+	werr := cmd.Wait()
+	if len(acked) < 400 {
+		t.Fatalf("child acknowledged only %d claims: %v\n%s", len(acked), werr, stderr.String())
+	}
+	checkCrashRecords(t, s, acked)
+}
+
+// readAcks collects acknowledged keys, calling kill once it has want of
+// them, and keeps reading what the child flushed before it died.
+func readAcks(r interface{ Read([]byte) (int, error) }, want int, kill func()) map[string]bool {
+	acked := map[string]bool{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		if k, ok := strings.CutPrefix(sc.Text(), "ACK "); ok {
+			acked[k] = true
+			if len(acked) == want {
+				kill()
+			}
+		}
+	}
+	return acked
+}
+
+func checkCrashRecords(t *testing.T, s *pgstore.Store, acked map[string]bool) {
+	t.Helper()
+	recs, err := s.List(context.Background(), idem.ListFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, r := range recs {
+		have[r.Key] = true
+		if r.State != idem.StateInProgress || r.Fence != 1 || r.AttemptID != "child-"+r.Key ||
+			r.Fingerprint != idem.NewFingerprint([]byte(r.Key)) || !r.CreatedAt.Equal(t0) {
+			t.Errorf("half-written or foreign record: %+v", r)
+		}
+	}
+	for k := range acked {
+		if !have[k] {
+			t.Errorf("acknowledged claim %s was lost", k)
+		}
+	}
+	t.Logf("%d claims acknowledged before the kill, %d records found", len(acked), len(recs))
+}

@@ -1,0 +1,206 @@
+package sqlitestore
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// flushTimeout bounds one batch on the writer. Callers do not wait for it:
+// each leaves when its own ctx ends.
+const flushTimeout = 30 * time.Second
+
+// Request states: queued until the writer takes it, or abandoned by a
+// caller whose ctx ended first (the writer then skips it).
+const (
+	reqQueued int32 = iota
+	reqTaken
+	reqAbandoned
+)
+
+// batchReq is one write waiting for the writer. run does the whole
+// operation on the batch's transaction and keeps its answer in variables
+// of the caller's; the caller reads them only after done delivers.
+type batchReq struct {
+	run   func(ctx context.Context, o ops) error
+	state atomic.Int32
+	done  chan error // buffered: the writer never blocks on it
+}
+
+// batcher is group commit on the single writer connection: one goroutine
+// takes the claims and finishes that arrive within a window and runs them
+// in one BEGIN IMMEDIATE … COMMIT, so with Synchronous FULL the whole batch
+// costs one fsync. Each request runs exactly the statements it would run
+// alone (the primary key still decides every claim), inside its own
+// SAVEPOINT: a failing statement is rolled back to that savepoint and
+// fails only its own caller. Callers are answered after COMMIT returns; if
+// COMMIT fails, every caller in the batch gets the error (none was
+// acknowledged). Reads, the replay check of Claim included, never enter a
+// batch.
+type batcher struct {
+	s      *Store
+	window time.Duration
+	max    int
+	queue  chan *batchReq
+	quit   chan struct{}
+	done   chan struct{}
+}
+
+func newBatcher(s *Store, b Batch) *batcher {
+	bt := &batcher{
+		s: s, window: b.Window, max: b.MaxSize,
+		queue: make(chan *batchReq, b.MaxSize),
+		quit:  make(chan struct{}), done: make(chan struct{}),
+	}
+	go bt.loop()
+	return bt
+}
+
+// stop ends the batcher after the batch in progress; requests still queued
+// get ErrClosed.
+func (b *batcher) stop() {
+	close(b.quit)
+	<-b.done
+}
+
+// submit queues run and waits until its batch has committed.
+func (b *batcher) submit(ctx context.Context, run func(ctx context.Context, o ops) error) error {
+	r := &batchReq{run: run, done: make(chan error, 1)}
+	select {
+	case b.queue <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-b.quit:
+		return idem.ErrClosed
+	}
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		// Taken already, the write may still commit: as with a lost answer,
+		// the caller's retry recognises its own attempt.
+		r.state.CompareAndSwap(reqQueued, reqAbandoned)
+		return ctx.Err()
+	case <-b.quit:
+		if r.state.CompareAndSwap(reqQueued, reqAbandoned) {
+			return idem.ErrClosed
+		}
+		return <-r.done
+	}
+}
+
+func (b *batcher) loop() {
+	defer close(b.done)
+	for {
+		select {
+		case r := <-b.queue:
+			b.flush(b.collect(r))
+		case <-b.quit:
+			b.drain()
+			return
+		}
+	}
+}
+
+// collect gathers up to max requests, waiting at most the window after
+// the first; it keeps only requests whose callers are still waiting.
+func (b *batcher) collect(first *batchReq) []*batchReq {
+	batch := []*batchReq{first}
+	timer := time.NewTimer(b.window)
+	defer timer.Stop()
+gather:
+	for len(batch) < b.max {
+		select {
+		case r := <-b.queue:
+			batch = append(batch, r)
+		case <-timer.C:
+			break gather
+		case <-b.quit:
+			break gather
+		}
+	}
+	return slices.DeleteFunc(batch, func(r *batchReq) bool {
+		return !r.state.CompareAndSwap(reqQueued, reqTaken)
+	})
+}
+
+func (b *batcher) drain() {
+	for {
+		select {
+		case r := <-b.queue:
+			if r.state.CompareAndSwap(reqQueued, reqTaken) {
+				r.done <- idem.ErrClosed
+			}
+		default:
+			return
+		}
+	}
+}
+
+// flush runs one batch in one transaction and answers every request.
+func (b *batcher) flush(batch []*batchReq) {
+	if len(batch) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	tx, err := b.s.writer.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see writerDSN)
+	if err != nil {
+		answerAll(batch, err)
+		return
+	}
+	q := &txQuerier{tx: tx, c: b.s.wq, missed: map[string]bool{}}
+	defer q.prepareMissed(ctx)
+	o := ops{read: q, write: q}
+	errs := make([]error, len(batch))
+	for i, r := range batch {
+		errs[i], err = runInSavepoint(ctx, q, o, r)
+		if err != nil {
+			// The savepoint could not be rolled back: SQLite has abandoned
+			// the transaction, so nothing in it is kept.
+			_ = tx.Rollback()
+			answerAll(batch, err)
+			return
+		}
+	}
+	if beforeCommit != nil {
+		beforeCommit()
+	}
+	if err := tx.Commit(); err != nil {
+		answerAll(batch, err)
+		return
+	}
+	for i, r := range batch {
+		r.done <- errs[i]
+	}
+}
+
+// runInSavepoint runs r inside a savepoint. opErr is r's own failure, whose
+// writes were rolled back; txErr means the transaction itself is lost.
+func runInSavepoint(ctx context.Context, q querier, o ops, r *batchReq) (opErr, txErr error) {
+	if _, err := q.ExecContext(ctx, "SAVEPOINT req"); err != nil {
+		return nil, err
+	}
+	if opErr = r.run(ctx, o); opErr != nil {
+		if _, err := q.ExecContext(ctx, "ROLLBACK TO req"); err != nil {
+			return opErr, errors.Join(opErr, err)
+		}
+	}
+	_, txErr = q.ExecContext(ctx, "RELEASE req")
+	return opErr, txErr
+}
+
+// beforeCommit, set only by the crash test's child process, widens the
+// window between a batch's statements and its COMMIT, where a process
+// that answered too early would lose acknowledged claims when killed.
+var beforeCommit func()
+
+func answerAll(batch []*batchReq, err error) {
+	for _, r := range batch {
+		r.done <- err
+	}
+}
