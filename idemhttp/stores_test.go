@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/memstore"
+	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/sqlitestore"
 )
 
@@ -20,6 +22,15 @@ func storeCases() []storeCase {
 		{"sqlite", func(t *testing.T) idem.Store {
 			st, err := sqlitestore.Open(context.Background(), sqlitestore.Config{
 				Path: filepath.Join(t.TempDir(), "idem.db"), Migrate: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			return st
+		}},
+		{"postgres", func(t *testing.T) idem.Store {
+			dsn, schema := pgtest.Schema(t)
+			st, err := pgstore.Open(context.Background(), dsn, pgstore.Config{Schema: schema, Migrate: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -145,7 +145,8 @@ func raceEngines(t *testing.T, stores []idem.Store, goroutines, keys int) RaceRe
 	}
 	counts := make([]atomic.Int64, keys)
 	var errs atomic.Int64
-	var firstErr atomic.Value
+	var errMu sync.Mutex
+	var firstErr error // errors of different types: no atomic.Value
 	var wg sync.WaitGroup
 	for g := 0; g < goroutines; g++ {
 		wg.Add(1)
@@ -169,17 +170,18 @@ func raceEngines(t *testing.T, stores []idem.Store, goroutines, keys int) RaceRe
 						continue
 					}
 					errs.Add(1)
-					firstErr.CompareAndSwap(nil, err)
+					errMu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					errMu.Unlock()
 					break
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	rep := RaceReport{Errors: int(errs.Load())}
-	if e, ok := firstErr.Load().(error); ok {
-		rep.FirstErr = e
-	}
+	rep := RaceReport{Errors: int(errs.Load()), FirstErr: firstErr}
 	for k := range counts {
 		if c := counts[k].Load(); c > 1 {
 			rep.Extra += int(c - 1)

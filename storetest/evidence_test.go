@@ -2,7 +2,9 @@ package storetest_test
 
 import (
 	"context"
+	"errors"
 	"runtime"
+	"sync/atomic"
 	"testing"
 
 	"github.com/idemkit/idem"
@@ -45,5 +47,30 @@ func TestSuiteDetectsCheckThenInsert(t *testing.T) {
 	t.Logf("check-then-insert store: %d duplicate effects detected", extra)
 	if real := storetest.RaceEffects(t, memstore.New(), 64, 50); real != 0 {
 		t.Fatalf("the real store ran %d duplicate effects", real)
+	}
+}
+
+// mixedErrors fails claims with errors of two different types, as a broken
+// store under a race does; Race must count them, not crash.
+type mixedErrors struct {
+	*memstore.Store
+	n atomic.Int64
+}
+
+type otherErr struct{}
+
+func (otherErr) Error() string { return "other" }
+
+func (m *mixedErrors) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult, error) {
+	if m.n.Add(1)%2 == 0 {
+		return idem.ClaimResult{}, otherErr{}
+	}
+	return idem.ClaimResult{}, errors.New("plain")
+}
+
+func TestRaceCountsErrorsOfAnyType(t *testing.T) {
+	rep := storetest.Race(t, &mixedErrors{Store: memstore.New()}, 4, 5)
+	if rep.Errors != 20 || rep.FirstErr == nil || rep.Missing != 5 {
+		t.Fatalf("report = %+v, want 20 errors, 5 keys never run", rep)
 	}
 }

@@ -7,14 +7,17 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem/internal/pgtest"
 )
 
 // proxyStores are the DSNs the proxy tests run against; each call makes a
 // fresh, isolated store.
 func proxyStores(t *testing.T) map[string]func(t *testing.T) string {
 	return map[string]func(t *testing.T) string{
-		"memory": func(*testing.T) string { return "memory://" },
-		"sqlite": func(t *testing.T) string { return "sqlite://" + filepath.Join(t.TempDir(), "idem.db") },
+		"memory":   func(*testing.T) string { return "memory://" },
+		"sqlite":   func(t *testing.T) string { return "sqlite://" + filepath.Join(t.TempDir(), "idem.db") },
+		"postgres": func(t *testing.T) string { return pgtest.DSN(t) },
 	}
 }
 

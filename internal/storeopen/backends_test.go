@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/internal/testenv"
 )
 
@@ -66,6 +67,7 @@ func TestRedisOptions(t *testing.T) {
 // as the CLI does, and runs one intent and its replay.
 func TestOpenServiceBackends(t *testing.T) {
 	cases := map[string]func(t *testing.T) string{
+		"postgres": func(t *testing.T) string { return pgtest.DSN(t) },
 		"redis": func(t *testing.T) string {
 			return strings.TrimSuffix(testenv.Redis.Need(t), "/") + "?prefix=" + randName(t)
 		},

@@ -1,0 +1,104 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/idemkit/idem"
+)
+
+// maxClaimRounds bounds Claim's loop. A round repeats only when a concurrent
+// writer changed the key between two statements (or a statement saw no row
+// because of the snapshot trap), so a handful of rounds is already unusual.
+const maxClaimRounds = 64
+
+// noRowRounds counts claim statements that returned no row (the snapshot
+// trap), so the concurrency test can show it exercised the retry.
+var noRowRounds atomic.Int64
+
+// Claim implements [idem.Store.Claim] with one statement on the hot path: a
+// CTE that reads the existing row and, only when it sees none, runs INSERT …
+// ON CONFLICT (scope, key) DO NOTHING RETURNING. The primary key decides
+// between concurrent claimers; a duplicate never writes.
+//
+// PostgreSQL's snapshot trap: when the insert has to wait for a concurrent
+// inserter of the same key, it then does nothing, yet the read in the same
+// statement uses a snapshot taken before the winner committed and finds no
+// row. Claim then runs the statement again (a new snapshot under READ
+// COMMITTED sees the winner), up to a bound and while ctx is live.
+//
+// An expired succeeded/failed record is taken over by a second, conditional
+// statement (fence, state and expiry re-checked); if another caller got
+// there first, Claim starts over.
+func (o ops) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult, error) {
+	if o.st.closed.Load() {
+		return idem.ClaimResult{}, errClosed("claim")
+	}
+	for range maxClaimRounds {
+		res, done, err := o.claimRound(ctx, p)
+		if err != nil || done {
+			return res, err
+		}
+		if err := ctx.Err(); err != nil {
+			return idem.ClaimResult{}, wrap("claim", err)
+		}
+	}
+	return idem.ClaimResult{}, wrap("claim", fmt.Errorf("no stable answer for %q/%q after %d rounds", p.Scope, p.Key, maxClaimRounds))
+}
+
+// claimRound runs the claim statement once and, for an expired record, the
+// take-over. done is false when the round must be repeated.
+func (o ops) claimRound(ctx context.Context, p idem.ClaimParams) (res idem.ClaimResult, done bool, err error) {
+	rec, claimed, found, err := o.claimOnce(ctx, p)
+	if err == nil && !found {
+		noRowRounds.Add(1)
+	}
+	if err != nil || !found {
+		return res, false, o.retryable("claim", err)
+	}
+	switch {
+	case claimed:
+		return idem.ClaimResult{Record: rec, Claimed: true}, true, nil
+	case rec.State == idem.StateInProgress && rec.AttemptID == p.AttemptID:
+		// Our own earlier claim committed but its answer was lost.
+		return idem.ClaimResult{Record: rec, Claimed: true}, true, nil
+	case rec.Expired(p.Now):
+		rec, found, err := o.reclaim(ctx, p, rec.Fence)
+		if err != nil || !found {
+			return res, false, o.retryable("claim", err)
+		}
+		return idem.ClaimResult{Record: rec, Claimed: true}, true, nil
+	default:
+		return idem.ClaimResult{Record: rec}, true, nil
+	}
+}
+
+// retryable returns nil for outcomes after which the round may be repeated:
+// no error, or a serialization failure outside a caller's transaction.
+func (o ops) retryable(op string, err error) error {
+	if err == nil || (!o.db.inTx() && isRetryable(err)) {
+		return nil
+	}
+	return wrap(op, err)
+}
+
+func (o ops) claimOnce(ctx context.Context, p idem.ClaimParams) (rec idem.Record, claimed, found bool, err error) {
+	row := o.db.queryRow(ctx, o.sql.claim, p.Scope, p.Key, p.Fingerprint[:], p.AttemptID, p.Intent,
+		p.Now.UTC(), nullTime(p.LeaseUntil))
+	rec, err = scanRecord(row, &claimed)
+	if isNoRows(err) {
+		return rec, false, false, nil
+	}
+	return rec, claimed, err == nil, err
+}
+
+func (o ops) reclaim(ctx context.Context, p idem.ClaimParams, fence int64) (idem.Record, bool, error) {
+	row := o.db.queryRow(ctx, o.sql.reclaim, p.Scope, p.Key, p.Fingerprint[:], p.AttemptID, p.Intent,
+		p.Now.UTC(), nullTime(p.LeaseUntil), fence)
+	rec, err := scanRecord(row)
+	if isNoRows(err) {
+		return rec, false, nil
+	}
+	return rec, err == nil, err
+}

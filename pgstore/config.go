@@ -1,0 +1,75 @@
+package pgstore
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Config configures a [Store]. The zero value is usable: it keeps records in
+// public.idem_records, does not migrate, and wakes waiters with
+// LISTEN/NOTIFY.
+type Config struct {
+	// Schema is the PostgreSQL schema that holds the records table and its
+	// migrations table. Defaults to "public".
+	Schema string
+
+	// Table is the name of the records table. The migrations table is named
+	// after it with the suffix "_migrations", and its constraints and indexes
+	// take it as a prefix, so it may be at most 51 bytes long. Defaults to
+	// "idem_records".
+	Table string
+
+	// Migrate applies pending migrations (see [Store.Migrate]) when the
+	// store is constructed. Defaults to false: production deployments
+	// usually run `idem migrate` (or their own tool, fed by
+	// [MigrationsSQL]) before the service starts.
+	Migrate bool
+
+	// DisableNotify turns off LISTEN/NOTIFY wake-ups: write statements no
+	// longer call pg_notify and [Store.Subscribe] returns an error, so the
+	// engine falls back to polling. Set it on CockroachDB and YugabyteDB,
+	// which do not implement LISTEN/NOTIFY. Defaults to false (notify on).
+	DisableNotify bool
+}
+
+// Default names.
+const (
+	DefaultSchema = "public"
+	DefaultTable  = "idem_records"
+)
+
+// maxTable leaves room for the longest derived name ("_state_check",
+// "_fence_check") inside PostgreSQL's 63-byte identifier limit; longer names
+// would be silently truncated by the server and could collide.
+const (
+	maxIdent = 63
+	maxTable = maxIdent - len("_state_check")
+)
+
+// withDefaults returns c with defaults filled in, or an error naming the
+// first invalid field.
+func (c Config) withDefaults() (Config, error) {
+	if c.Schema == "" {
+		c.Schema = DefaultSchema
+	}
+	if c.Table == "" {
+		c.Table = DefaultTable
+	}
+	if err := checkIdent("Schema", c.Schema, maxIdent); err != nil {
+		return c, err
+	}
+	if err := checkIdent("Table", c.Table, maxTable); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+func checkIdent(field, v string, max int) error {
+	if len(v) > max {
+		return fmt.Errorf("pgstore: Config.%s %q is %d bytes long; at most %d are allowed", field, v, len(v), max)
+	}
+	if strings.IndexByte(v, 0) >= 0 {
+		return fmt.Errorf("pgstore: Config.%s contains a NUL byte", field)
+	}
+	return nil
+}

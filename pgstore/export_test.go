@@ -1,0 +1,58 @@
+package pgstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// NoRowRounds reports how many claim statements returned no row so far.
+func NoRowRounds() int64 { return noRowRounds.Load() }
+
+// ListenerPID is the backend PID of the store's listening connection, or 0.
+func (s *Store) ListenerPID() uint32 {
+	if s.lis == nil {
+		return 0
+	}
+	s.lis.mu.Lock()
+	defer s.lis.mu.Unlock()
+	return s.lis.pid
+}
+
+// QuotedTable is the schema-qualified, quoted records table.
+func (s *Store) QuotedTable() string { return s.names.table }
+
+// CheckThenInsert breaks s on purpose, for the constraint-evidence test: it
+// drops the primary key and returns a store whose Claim reads first and
+// inserts after, the design the contract forbids.
+func CheckThenInsert(ctx context.Context, s *Store) (idem.Store, error) {
+	pk := s.names.replacer.Replace("{{pkey}}")
+	if _, err := s.pool.Exec(ctx, "ALTER TABLE "+s.names.table+" DROP CONSTRAINT "+pk); err != nil {
+		return nil, err
+	}
+	return checkThenInsert{s}, nil
+}
+
+type checkThenInsert struct{ *Store }
+
+func (b checkThenInsert) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult, error) {
+	rec, err := b.get(ctx, p.Scope, p.Key)
+	if err == nil {
+		mine := rec.State == idem.StateInProgress && rec.AttemptID == p.AttemptID
+		return idem.ClaimResult{Record: rec, Claimed: mine}, nil
+	}
+	if !isNoRows(err) {
+		return idem.ClaimResult{}, wrap("claim", err)
+	}
+	time.Sleep(time.Millisecond) // widen the window a real network gives for free
+	_, err = b.pool.Exec(ctx, "INSERT INTO "+b.names.table+
+		" (scope, key, fingerprint, state, fence, attempt_id, intent, created_at, lease_until) VALUES ($1, $2, $3, 'in_progress', 1, $4, $5, $6, $7)",
+		p.Scope, p.Key, p.Fingerprint[:], p.AttemptID, p.Intent, p.Now.UTC(), nullTime(p.LeaseUntil))
+	if err != nil {
+		return idem.ClaimResult{}, wrap("claim", err)
+	}
+	rec = idem.Record{Scope: p.Scope, Key: p.Key, Fingerprint: p.Fingerprint, State: idem.StateInProgress, Fence: 1,
+		AttemptID: p.AttemptID, Intent: p.Intent, CreatedAt: p.Now, LeaseUntil: p.LeaseUntil}
+	return idem.ClaimResult{Record: rec, Claimed: true}, nil
+}

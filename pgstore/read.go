@@ -1,0 +1,110 @@
+package pgstore
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/idemkit/idem"
+)
+
+// Get implements [idem.Store.Get].
+func (o ops) Get(ctx context.Context, scope, key string) (*idem.Record, error) {
+	if o.st.closed.Load() {
+		return nil, errClosed("get")
+	}
+	rec, err := o.get(ctx, scope, key)
+	if err != nil {
+		return nil, wrap("get", err)
+	}
+	return &rec, nil
+}
+
+// get returns the driver's "no rows" error untranslated, for callers that
+// branch on it.
+func (o ops) get(ctx context.Context, scope, key string) (idem.Record, error) {
+	return scanRecord(o.db.queryRow(ctx, o.sql.get, scope, key))
+}
+
+// List implements [idem.Store.List]. Records are ordered by (CreatedAt,
+// Scope, Key), byte order for the strings, which is also the cursor order.
+func (o ops) List(ctx context.Context, f idem.ListFilter) ([]idem.Record, error) {
+	if o.st.closed.Load() {
+		return nil, errClosed("list")
+	}
+	query, args := listQuery(o.sql.list, f)
+	rows, err := o.db.query(ctx, query, args...)
+	if err != nil {
+		return nil, wrap("list", err)
+	}
+	defer rows.Close()
+	var out []idem.Record
+	for rows.Next() {
+		rec, err := scanRecord(rows)
+		if err != nil {
+			return nil, wrap("list", err)
+		}
+		out = append(out, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("list", err)
+	}
+	return out, nil
+}
+
+// listQuery adds only the conditions f uses, so the planner can pick the
+// (state, created_at) index or the primary key.
+func listQuery(base string, f idem.ListFilter) (string, []any) {
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if f.Scope != "" {
+		where = append(where, "scope = "+arg(f.Scope))
+	}
+	if len(f.States) > 0 {
+		states := make([]string, len(f.States))
+		for i, s := range f.States {
+			states[i] = string(s)
+		}
+		where = append(where, "state = ANY("+arg(states)+"::text[])")
+	}
+	if !f.CreatedBefore.IsZero() {
+		where = append(where, "created_at < "+arg(f.CreatedBefore.UTC()))
+	}
+	if c := f.After; c != nil {
+		where = append(where, "(created_at, scope, key) > ("+arg(c.CreatedAt.UTC())+"::timestamptz, "+arg(c.Scope)+"::text, "+arg(c.Key)+"::text)")
+	}
+	var b strings.Builder
+	b.WriteString(base)
+	if len(where) > 0 {
+		b.WriteString(" WHERE " + strings.Join(where, " AND "))
+	}
+	b.WriteString(" ORDER BY created_at, scope, key")
+	if f.Limit > 0 {
+		b.WriteString(" LIMIT " + arg(int64(f.Limit)))
+	}
+	return b.String(), args
+}
+
+// Sweep implements [idem.Store.Sweep] with one DELETE that re-checks state
+// and expiry on every row it removes. A Limit of 0 or less removes every
+// expired record in one statement; the sweeper service passes a batch size.
+func (o ops) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
+	if o.st.closed.Load() {
+		return 0, errClosed("sweep")
+	}
+	var n int64
+	var err error
+	if p.Limit > 0 {
+		n, err = o.db.exec(ctx, o.sql.sweep, p.Now.UTC(), int64(p.Limit))
+	} else {
+		n, err = o.db.exec(ctx, o.sql.sweepUnbounded, p.Now.UTC())
+	}
+	if err != nil {
+		return 0, wrap("sweep", err)
+	}
+	return int(n), nil
+}

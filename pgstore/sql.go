@@ -1,0 +1,115 @@
+package pgstore
+
+import "strings"
+
+// columns is the record projection every statement returns, in the order
+// scanRecord expects.
+const columns = "scope, key, fingerprint, state, fence, attempt_id, intent, result, mark, created_at, lease_until, completed_at, expires_at"
+
+// statements holds the SQL of every operation for one table. The hot-path
+// statements (claim, reclaim, finish) use only INSERT … ON CONFLICT DO
+// NOTHING, UPDATE/DELETE … RETURNING and data-modifying CTEs, which
+// CockroachDB and YugabyteDB also accept; pg_notify is left out when
+// notifications are disabled.
+type statements struct {
+	claim, reclaim                string
+	finishTerminal, finishUnknown string
+	release, heartbeat            string
+	resolveUpdate, resolveDelete  string
+	setMark, get, list, sweep     string
+	sweepUnbounded, markWaiting   string
+}
+
+// buildStatements renders the statements for table (already quoted). With
+// notify, the statements that record an outcome or delete a claim wake
+// waiters: pg_notify runs once per row they actually changed, and inside a
+// caller's transaction the notification is delivered only at commit.
+func buildStatements(table string, notify bool) statements {
+	r := strings.NewReplacer("{T}", table, "{COLS}", columns)
+	// notifyAt returns the wake-up expression taking its channel and payload
+	// from the parameters $a and $b. It notifies only when a waiter flagged
+	// the row (see markWaiting): a NOTIFY takes a database-wide lock through
+	// commit, and paying it on every outcome would serialize all commits. It
+	// yields a boolean so both variants scan the same way.
+	notifyAt := func(a, b string) string {
+		if !notify {
+			return "false"
+		}
+		return "CASE WHEN waiting THEN pg_notify($" + a + "::text, $" + b + "::text) IS NULL ELSE false END"
+	}
+	return statements{
+		// Return the existing row, or insert one; a replay is one index probe
+		// and no write (the insert is not even attempted). When the insert
+		// conflicts with a row committed after this statement's snapshot (it
+		// waited for that inserter), neither branch returns a row: the
+		// caller retries with a new snapshot (see Claim).
+		claim: r.Replace(`WITH cur AS (
+	SELECT {COLS}, false AS claimed FROM {T} WHERE scope = $1 AND key = $2
+), ins AS (
+	INSERT INTO {T} (scope, key, fingerprint, state, fence, attempt_id, intent, mark, created_at, lease_until)
+	SELECT $1, $2, $3, 'in_progress', 1, $4, $5, '', $6, $7 WHERE NOT EXISTS (SELECT 1 FROM cur)
+	ON CONFLICT (scope, key) DO NOTHING
+	RETURNING {COLS}, true AS claimed
+)
+SELECT * FROM cur
+UNION ALL
+SELECT * FROM ins`),
+
+		// Take over an expired terminal record. Every condition that made it
+		// reclaimable is re-checked here, against the fence that was read.
+		reclaim: r.Replace(`UPDATE {T} SET fingerprint = $3, state = 'in_progress', fence = fence + 1, attempt_id = $4,
+	intent = $5, result = NULL, mark = '', created_at = $6, lease_until = $7, completed_at = NULL, expires_at = NULL, waiting = false
+WHERE scope = $1 AND key = $2 AND fence = $8 AND state IN ('succeeded', 'failed') AND expires_at <= $6
+RETURNING {COLS}`),
+
+		finishTerminal: r.Replace(`UPDATE {T} SET state = $5, result = $6, completed_at = $7, expires_at = $8
+WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state IN ('in_progress', 'unknown')
+RETURNING {COLS}, ` + notifyAt("9", "10")),
+
+		finishUnknown: r.Replace(`UPDATE {T} SET state = 'unknown', completed_at = $5
+WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state = 'in_progress'
+RETURNING {COLS}, ` + notifyAt("6", "7")),
+
+		// The EXISTS sub-select sees the statement's snapshot, taken before
+		// the delete: it tells "held by someone else" from "already gone".
+		release: r.Replace(`WITH del AS (
+	DELETE FROM {T} WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state IN ('in_progress', 'unknown')
+	RETURNING ` + notifyAt("5", "6") + ` AS n
+)
+SELECT (SELECT count(*) FROM del), EXISTS (SELECT 1 FROM {T} WHERE scope = $1 AND key = $2)`),
+
+		heartbeat: r.Replace(`UPDATE {T} SET lease_until = $5
+WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state = 'in_progress'`),
+
+		resolveUpdate: r.Replace(`UPDATE {T} SET state = $5, fence = fence + 1, attempt_id = $6, result = $7,
+	completed_at = $8, expires_at = $9, lease_until = COALESCE($10, lease_until)
+WHERE scope = $1 AND key = $2 AND state = ANY($3::text[]) AND ($4::bigint = 0 OR fence = $4)
+RETURNING {COLS}, ` + notifyAt("11", "12")),
+
+		resolveDelete: r.Replace(`DELETE FROM {T}
+WHERE scope = $1 AND key = $2 AND state = ANY($3::text[]) AND ($4::bigint = 0 OR fence = $4)
+RETURNING {COLS}, ` + notifyAt("5", "6")),
+
+		setMark: r.Replace(`WITH upd AS (
+	UPDATE {T} SET mark = $4 WHERE scope = $1 AND key = $2 AND fence = $3 RETURNING 1
+)
+SELECT (SELECT count(*) FROM upd), EXISTS (SELECT 1 FROM {T} WHERE scope = $1 AND key = $2)`),
+
+		// A waiter flags an in-flight record so that its outcome notifies.
+		// Only the first waiter writes; a record that is no longer in
+		// flight needs no flag (the waiter re-reads it).
+		markWaiting: r.Replace(`UPDATE {T} SET waiting = true WHERE scope = $1 AND key = $2 AND state = 'in_progress' AND NOT waiting`),
+
+		get: r.Replace(`SELECT {COLS} FROM {T} WHERE scope = $1 AND key = $2`),
+
+		list: r.Replace(`SELECT {COLS} FROM {T}`),
+
+		// Both conditions are repeated on the outer DELETE: under READ
+		// COMMITTED a row re-claimed after the sub-select ran is re-checked
+		// against its newest version and left alone.
+		sweep: r.Replace(`DELETE FROM {T} WHERE (scope, key) IN (
+	SELECT scope, key FROM {T} WHERE state IN ('succeeded', 'failed') AND expires_at <= $1 ORDER BY expires_at LIMIT $2
+) AND state IN ('succeeded', 'failed') AND expires_at <= $1`),
+		sweepUnbounded: r.Replace(`DELETE FROM {T} WHERE state IN ('succeeded', 'failed') AND expires_at <= $1`),
+	}
+}

@@ -1,0 +1,139 @@
+package pgstore
+
+import (
+	"context"
+	"database/sql"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemkit/idem"
+)
+
+// Store is an [idem.Store] and [idem.Notifier] on PostgreSQL. It is safe for
+// concurrent use. Its methods (Claim, Finish, Release, Heartbeat, Resolve,
+// SetMark, Get, List, Sweep) behave exactly as documented on [idem.Store];
+// each runs as one statement in its own implicit transaction, except where a
+// method's doc says otherwise.
+type Store struct {
+	ops
+	pool    *pgxpool.Pool
+	ownPool bool // Open created the pool, so Close closes it
+	cfg     Config
+	names   names
+	closed  atomic.Bool
+	lis     *listener // nil when notifications are disabled
+}
+
+var (
+	_ idem.Store    = (*Store)(nil)
+	_ idem.Notifier = (*Store)(nil)
+	_ idem.Store    = txStore{}
+)
+
+// New returns a store that keeps records in cfg's table through pool. The
+// caller keeps ownership of pool: [Store.Close] does not close it. With
+// cfg.Migrate set it applies pending migrations first, under ctx.
+func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
+	if pool == nil {
+		return nil, errNilPool
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{pool: pool, cfg: cfg, names: newNames(cfg.Schema, cfg.Table)}
+	s.ops = ops{st: s, db: pgxQuerier{db: pool}, sql: buildStatements(s.names.table, !cfg.DisableNotify)}
+	if !cfg.DisableNotify {
+		s.lis = newListener(pool.Config().ConnConfig, channelName(cfg.Schema, cfg.Table))
+	}
+	if cfg.Migrate {
+		if err := s.Migrate(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Open connects a new pool to dsn (a PostgreSQL URL or keyword/value string,
+// as accepted by pgxpool.ParseConfig) and returns a store that owns it:
+// [Store.Close] closes the pool.
+func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return nil, wrap("open", err)
+	}
+	s, err := New(ctx, pool, cfg)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.ownPool = true
+	return s, nil
+}
+
+// Pool returns the pool the store runs on, for callers that begin their own
+// transactions (see [Store.WithTx]).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Config returns the store's configuration with defaults filled in.
+func (s *Store) Config() Config { return s.cfg }
+
+// Close stops the notification listener and, for a store made by [Open],
+// closes its pool. Later calls on the store, and on transaction twins made
+// from it, return [idem.ErrClosed]. Close is idempotent.
+func (s *Store) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	if s.lis != nil {
+		s.lis.stop()
+	}
+	if s.ownPool {
+		s.pool.Close()
+	}
+	return nil
+}
+
+// WithTx returns a view of the store whose operations run inside tx, so that
+// a local write and its record commit or roll back together: claim, do the
+// write, finish, commit. The caller owns tx; the view's Close does nothing.
+//
+// tx must use READ COMMITTED (PostgreSQL's default). Each statement then
+// takes a fresh snapshot, which lets Claim retry past a concurrent inserter
+// it had to wait for (see the package documentation). Under REPEATABLE READ
+// or SERIALIZABLE, a claim that meets a key committed after the transaction
+// began fails with a serialization error (SQLSTATE 40001): roll back and
+// retry the whole transaction.
+//
+// A failed statement aborts a PostgreSQL transaction, so the view never
+// retries a statement that returned an error; Claim loops only while its
+// statement succeeds without returning a row. Notifications sent by the
+// view's writes are delivered when tx commits, and dropped if it rolls back.
+func (s *Store) WithTx(tx pgx.Tx) idem.Store {
+	return txStore{ops{st: s, db: pgxQuerier{db: tx, tx: true}, sql: s.sql}}
+}
+
+// WithSQLTx is [Store.WithTx] for a database/sql transaction on a *sql.DB
+// opened with pgx's stdlib driver (driver name "pgx"); other drivers are not
+// supported. The same isolation requirements apply.
+func (s *Store) WithSQLTx(tx *sql.Tx) idem.Store {
+	return txStore{ops{st: s, db: sqlQuerier{tx: tx}, sql: s.sql}}
+}
+
+// txStore runs a store's operations in a caller's transaction.
+type txStore struct{ ops }
+
+// Close does nothing: the caller owns the transaction and the store.
+func (txStore) Close() error { return nil }
+
+// ops implements the record operations on one querier.
+type ops struct {
+	st  *Store
+	db  querier
+	sql statements
+}
+
+// Schema returns the PostgreSQL schema that holds the store's tables.
+func (s *Store) Schema() string { return s.cfg.Schema }

@@ -1,0 +1,188 @@
+package pgstore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/idemkit/idem"
+)
+
+// notifyArgs are the channel and payload parameters of the statements that
+// wake waiters; none when notifications are disabled.
+func (o ops) notifyArgs(scope, key string) []any {
+	if o.st.lis == nil {
+		return nil
+	}
+	return []any{o.st.lis.channel, keyToken(scope, key)}
+}
+
+// Finish implements [idem.Store.Finish]: one conditional UPDATE; only when
+// it matches nothing does a read decide between "already recorded" (a
+// retried write whose answer was lost: success, no write) and ErrFenced.
+func (o ops) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
+	if o.st.closed.Load() {
+		return nil, errClosed("finish")
+	}
+	var query string
+	var args []any
+	switch p.State {
+	case idem.StateSucceeded, idem.StateFailed:
+		query = o.sql.finishTerminal
+		args = []any{p.Scope, p.Key, p.Fence, p.AttemptID, string(p.State), p.Result,
+			nullTime(p.CompletedAt), nullTime(p.ExpiresAt)}
+	case idem.StateUnknown:
+		query = o.sql.finishUnknown
+		args = []any{p.Scope, p.Key, p.Fence, p.AttemptID, nullTime(p.CompletedAt)}
+	default:
+		return nil, fmt.Errorf("pgstore: finish: state %q is not succeeded, failed or unknown", p.State)
+	}
+	var notified bool
+	rec, err := scanRecord(o.db.queryRow(ctx, query, append(args, o.notifyArgs(p.Scope, p.Key)...)...), &notified)
+	if err == nil {
+		return &rec, nil
+	}
+	if !isNoRows(err) {
+		return nil, wrap("finish", err)
+	}
+	return o.finishRetried(ctx, p)
+}
+
+// finishRetried accepts a Finish whose outcome is already recorded for the
+// same fence and attempt.
+func (o ops) finishRetried(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
+	cur, err := o.get(ctx, p.Scope, p.Key)
+	if err != nil {
+		if isNoRows(err) {
+			return nil, fenced("finish", p.Scope, p.Key, p.Fence)
+		}
+		return nil, wrap("finish", err)
+	}
+	same := cur.Fence == p.Fence && cur.AttemptID == p.AttemptID && cur.State == p.State
+	if same && p.State != idem.StateUnknown {
+		same = bytes.Equal(cur.Result, p.Result)
+	}
+	if !same {
+		return nil, fenced("finish", p.Scope, p.Key, p.Fence)
+	}
+	return &cur, nil
+}
+
+// Release implements [idem.Store.Release] in one statement: a conditional
+// DELETE, plus an existence check that tells "already gone" (success) from
+// "held by someone else" (ErrFenced).
+func (o ops) Release(ctx context.Context, p idem.ReleaseParams) error {
+	if o.st.closed.Load() {
+		return errClosed("release")
+	}
+	args := append([]any{p.Scope, p.Key, p.Fence, p.AttemptID}, o.notifyArgs(p.Scope, p.Key)...)
+	var deleted int64
+	var exists bool
+	if err := o.db.queryRow(ctx, o.sql.release, args...).Scan(&deleted, &exists); err != nil {
+		return wrap("release", err)
+	}
+	if deleted == 0 && exists {
+		return fenced("release", p.Scope, p.Key, p.Fence)
+	}
+	return nil
+}
+
+// Heartbeat implements [idem.Store.Heartbeat].
+func (o ops) Heartbeat(ctx context.Context, p idem.HeartbeatParams) error {
+	if o.st.closed.Load() {
+		return errClosed("heartbeat")
+	}
+	n, err := o.db.exec(ctx, o.sql.heartbeat, p.Scope, p.Key, p.Fence, p.AttemptID, nullTime(p.LeaseUntil))
+	if err != nil {
+		return wrap("heartbeat", err)
+	}
+	if n == 0 {
+		return fenced("heartbeat", p.Scope, p.Key, p.Fence)
+	}
+	return nil
+}
+
+// Resolve implements [idem.Store.Resolve] with one conditional UPDATE (or
+// DELETE for a release); when it matches nothing, a read tells ErrNotFound
+// from ErrFenced. For a release the returned record is nil: there is no
+// record any more.
+func (o ops) Resolve(ctx context.Context, p idem.ResolveParams) (*idem.Record, error) {
+	if o.st.closed.Load() {
+		return nil, errClosed("resolve")
+	}
+	from := make([]string, 0, len(p.From))
+	for _, s := range p.From {
+		from = append(from, string(s))
+	}
+	if len(from) == 0 {
+		from = append(from, string(idem.StateUnknown))
+	}
+	var (
+		rec      idem.Record
+		notified bool
+		err      error
+	)
+	if p.Release {
+		args := append([]any{p.Scope, p.Key, from, p.Fence}, o.notifyArgs(p.Scope, p.Key)...)
+		_, err = scanRecord(o.db.queryRow(ctx, o.sql.resolveDelete, args...), &notified)
+	} else {
+		var args []any
+		if args, err = resolveArgs(p, from); err != nil {
+			return nil, err
+		}
+		args = append(args, o.notifyArgs(p.Scope, p.Key)...)
+		rec, err = scanRecord(o.db.queryRow(ctx, o.sql.resolveUpdate, args...), &notified)
+	}
+	switch {
+	case err == nil && p.Release:
+		return nil, nil
+	case err == nil:
+		return &rec, nil
+	case !isNoRows(err):
+		return nil, wrap("resolve", err)
+	}
+	return nil, o.notFoundOrFenced(ctx, "resolve", p.Scope, p.Key, p.Fence)
+}
+
+// resolveArgs are the parameters of the resolve UPDATE for p.To.
+func resolveArgs(p idem.ResolveParams, from []string) ([]any, error) {
+	base := []any{p.Scope, p.Key, from, p.Fence, string(p.To), p.AttemptID}
+	switch p.To {
+	case idem.StateSucceeded, idem.StateFailed:
+		return append(base, p.Result, nullTime(p.Now), nullTime(p.ExpiresAt), nil), nil
+	case idem.StateInProgress:
+		return append(base, nil, nil, nil, nullTime(p.LeaseUntil)), nil
+	}
+	return nil, fmt.Errorf("pgstore: resolve: target state %q is not succeeded, failed or in_progress", p.To)
+}
+
+// SetMark implements [idem.Store.SetMark] in one statement.
+func (o ops) SetMark(ctx context.Context, scope, key string, fence int64, mark idem.Mark) error {
+	if o.st.closed.Load() {
+		return errClosed("set mark")
+	}
+	var updated int64
+	var exists bool
+	if err := o.db.queryRow(ctx, o.sql.setMark, scope, key, fence, string(mark)).Scan(&updated, &exists); err != nil {
+		return wrap("set mark", err)
+	}
+	switch {
+	case updated > 0:
+		return nil
+	case exists:
+		return fenced("set mark", scope, key, fence)
+	}
+	return idem.ErrNotFound
+}
+
+// notFoundOrFenced explains why a conditional write matched no row.
+func (o ops) notFoundOrFenced(ctx context.Context, op, scope, key string, fence int64) error {
+	_, err := o.get(ctx, scope, key)
+	switch {
+	case err == nil:
+		return fenced(op, scope, key, fence)
+	case isNoRows(err):
+		return idem.ErrNotFound
+	}
+	return wrap(op, err)
+}
