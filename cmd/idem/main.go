@@ -47,6 +47,7 @@ var commands = map[string]command{
 	"list":    {"list records", cmdList},
 	"resolve": {"decide an unknown record as an operator", cmdResolve},
 	"sweep":   {"delete expired records (never unknown ones)", cmdSweep},
+	"bench":   {"measure idem against the raw driver of the same store", cmdBench},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -16,12 +16,13 @@ import (
 
 // pgIdemParams are the DSN parameters that configure idem's store rather
 // than pgx; the raw pool does not get them.
-var pgIdemParams = []string{"table", "schema", "batch", "notify"}
+var pgIdemParams = []string{"schema", "batch"}
 
-// PostgreSQL: idem's store gets table=<scratch>, the raw side <scratch>_raw
-// in the same database and schema; both are dropped at the end. The raw
-// pool is built from the same DSN, so pool settings (pool_max_conns) apply
-// to both sides alike.
+// PostgreSQL: idem's store gets schema=<scratch>, a schema of its own in
+// the same database, and the raw table lives beside it in that schema; the
+// schema is dropped at the end. The raw pool is built from the same DSN
+// (pgstore.Open calls pgxpool.New with it), so pool settings such as
+// pool_max_conns apply to both sides alike.
 func openPostgresTarget(ctx context.Context, d storeopen.DSN, name string) (*target, error) {
 	pool, err := pgxpool.New(ctx, pgDriverDSN(d.Raw))
 	if err != nil {
@@ -31,8 +32,13 @@ func openPostgresTarget(ctx context.Context, d storeopen.DSN, name string) (*tar
 		pool.Close()
 		return nil, fmt.Errorf("cannot reach the server: %w", err)
 	}
-	raw := &pgRaw{pool: pool, table: pgx.Identifier{name + "_raw"}.Sanitize()}
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("create a scratch schema: %w", err)
+	}
+	raw := &pgRaw{pool: pool, table: pgx.Identifier{name, "raw_records"}.Sanitize()}
 	if err := raw.create(ctx); err != nil {
+		_, _ = pool.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{name}.Sanitize()+" CASCADE")
 		pool.Close()
 		return nil, err
 	}
@@ -43,15 +49,10 @@ func openPostgresTarget(ctx context.Context, d storeopen.DSN, name string) (*tar
 	}
 	cleanup := func(ctx context.Context) error {
 		defer pool.Close()
-		var errs []error
-		for _, tb := range []string{name, name + "_migrations", name + "_raw"} {
-			if _, err := pool.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{tb}.Sanitize()); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		return errors.Join(errs...)
+		_, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE")
+		return err
 	}
-	return &target{idemDSN: withQuery(d.Raw, "table", name), raw: raw, cleanup: cleanup,
+	return &target{idemDSN: withQuery(d.Raw, "schema", name), raw: raw, cleanup: cleanup,
 		durability: fmt.Sprintf("PostgreSQL %s, synchronous_commit=%s, fsync=%s", version, syncCommit, fsync)}, nil
 }
 
