@@ -41,13 +41,13 @@ type WaiterResult struct {
 	PeakExact bool `json:"peak_exact"`
 	// StackKiB and HeapKiB are the Go runtime's stack and heap in use while
 	// the waiters were parked; Goroutines the goroutine count then.
-	StackKiB   int64 `json:"stack_kib"`
+	StackKiB int64 `json:"stack_kib"`
 	// StackAfterGCKiB is the stack in use after a collection while the
 	// waiters are still parked: the runtime shrinks stacks that grew during
 	// the call but are mostly unused at the parking point.
 	StackAfterGCKiB int64 `json:"stack_after_gc_kib"`
-	HeapKiB    int64 `json:"heap_kib"`
-	Goroutines int   `json:"goroutines"`
+	HeapKiB         int64 `json:"heap_kib"`
+	Goroutines      int   `json:"goroutines"`
 }
 
 // countingStore counts the store calls the waiters scenario cares about.
