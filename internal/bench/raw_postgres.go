@@ -87,6 +87,13 @@ func (p *pgRaw) create(ctx context.Context) error {
 		mark text NOT NULL DEFAULT '', created_at timestamptz NOT NULL, lease_until timestamptz,
 		completed_at timestamptz, expires_at timestamptz, waiting boolean NOT NULL DEFAULT false,
 		PRIMARY KEY (scope, key))`)
+	if err == nil {
+		// The same secondary indexes as pgstore's schema: every write pays them.
+		_, err = p.pool.Exec(ctx, `CREATE INDEX ON `+p.table+` (state, created_at)`)
+	}
+	if err == nil {
+		_, err = p.pool.Exec(ctx, `CREATE INDEX ON `+p.table+` (expires_at) WHERE state IN ('succeeded', 'failed')`)
+	}
 	if err != nil {
 		return fmt.Errorf("create the raw table: %w", err)
 	}

@@ -45,7 +45,8 @@ func openSQLiteTarget(ctx context.Context, d storeopen.DSN, name string) (*targe
 		durability: "synchronous=" + sync + ", WAL, one writer connection"}, nil
 }
 
-// sqliteRaw mirrors sqlitestore's connection layout: one writer (WAL,
+// sqliteRaw mirrors sqlitestore's connection layout and schema (the same
+// secondary indexes, which every write maintains): one writer (WAL,
 // BEGIN IMMEDIATE) and a pool of four query-only readers.
 type sqliteRaw struct {
 	w, r          *sql.DB
@@ -69,7 +70,10 @@ func openSQLiteRaw(ctx context.Context, path, sync string) (*sqliteRaw, error) {
 		scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint BLOB NOT NULL, state TEXT NOT NULL,
 		fence INTEGER NOT NULL, attempt_id TEXT NOT NULL, intent BLOB, result BLOB,
 		mark TEXT NOT NULL DEFAULT '', created_at INTEGER NOT NULL, lease_until INTEGER,
-		completed_at INTEGER, expires_at INTEGER, PRIMARY KEY (scope, key))`); err != nil {
+		completed_at INTEGER, expires_at INTEGER, PRIMARY KEY (scope, key));
+		CREATE INDEX raw_state_created ON raw_records (state, created_at);
+		CREATE INDEX raw_created ON raw_records (created_at, scope, key);
+		CREATE INDEX raw_sweep ON raw_records (expires_at) WHERE state IN ('succeeded', 'failed')`); err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("create the raw table in %s: %w", path, err)
 	}
