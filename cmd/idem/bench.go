@@ -61,17 +61,20 @@ func cmdBench(ctx context.Context, e *env, args []string) int {
 		return f.usageError("--store: %v", err)
 	}
 	rep, err := bench.Run(ctx, opt)
+	if rep != nil {
+		// Print what was measured, also when some cells failed.
+		write := bench.WriteText
+		if *asJSON {
+			write = bench.WriteJSON
+		}
+		if werr := write(e.stdout, rep); werr != nil && err == nil {
+			err = werr
+		}
+	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			err = errors.New("interrupted; scratch data dropped")
 		}
-		return f.fail(err)
-	}
-	write := bench.WriteText
-	if *asJSON {
-		write = bench.WriteJSON
-	}
-	if err := write(e.stdout, rep); err != nil {
 		return f.fail(err)
 	}
 	return exitOK

@@ -28,8 +28,9 @@ func openMySQLTarget(ctx context.Context, d storeopen.DSN, name string) (*target
 		_ = db.Close()
 		return nil, fmt.Errorf("cannot reach the server: %w", err)
 	}
-	db.SetMaxOpenConns(0)
-	db.SetMaxIdleConns(256) // never churn connections: the floor, not a pool policy
+	// The pool policy mysqlstore.Open uses (16 idle, no cap), so that both
+	// sides hold as many server connections as each other.
+	db.SetMaxIdleConns(16)
 	raw := &mysqlRaw{db: db, table: name + "_raw"}
 	if err := raw.create(ctx); err != nil {
 		_ = db.Close()

@@ -51,6 +51,10 @@ func writeScenario(w io.Writer, sc string, cells []Cell) error {
 		if c.Scenario != sc {
 			continue
 		}
+		if c.Error != "" {
+			fmt.Fprintf(tw, "%d\t%s\tfailed\t\t\t\t\t\t\t\n", c.Concurrency, c.Side)
+			continue
+		}
 		ratio := ""
 		if c.Side != sideRaw {
 			ratio = fmt.Sprintf("%.2f", c.Ratio)

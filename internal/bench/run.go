@@ -62,10 +62,14 @@ type Cell struct {
 	// Ratio is this side's ops/s over the raw side's in the same scenario
 	// and concurrency; 0 for the raw side itself.
 	Ratio float64 `json:"ratio,omitempty"`
+	// Error, when not empty, is why the cell failed; its figures are zero.
+	Error string `json:"error,omitempty"`
 }
 
 // Run measures opt.Store. The store must be reachable; everything the run
-// creates is dropped before Run returns, even when it fails.
+// creates is dropped before Run returns, even when it fails. When some cells
+// fail (a store error under load), Run returns the report with those cells
+// marked and an error naming them.
 func Run(ctx context.Context, opt Options) (rep *Report, err error) {
 	if opt, err = opt.withDefaults(); err != nil {
 		return nil, err
@@ -97,6 +101,7 @@ func Run(ctx context.Context, opt Options) (rep *Report, err error) {
 	defer w.eng.Close()
 	defer w.cacheEng.Close()
 	pr := newProgress(opt)
+	var cellErrs []error
 	for _, sc := range opt.Scenarios {
 		if sc == ScenarioWaiters {
 			pr.line("waiters: %d callers on one key, held %s", opt.Waiters, opt.Hold)
@@ -105,13 +110,13 @@ func Run(ctx context.Context, opt Options) (rep *Report, err error) {
 			}
 			continue
 		}
-		if err := runScenario(ctx, rep, w, sc, opt, pr); err != nil {
+		if err := runScenario(ctx, rep, w, sc, opt, pr, &cellErrs); err != nil {
 			return nil, err
 		}
 	}
 	pr.done()
 	rep.Header.LoadEnd = loadAvg()
-	return rep, nil
+	return rep, errors.Join(cellErrs...)
 }
 
 func newHeader(d storeopen.DSN, opt Options) Header {
@@ -135,7 +140,7 @@ func newWorkload(st idem.Store, raw rawStore, payload int) (*workload, error) {
 
 // runScenario runs one scenario's cells, interleaving the sides at each
 // concurrency so that machine drift hits all of them.
-func runScenario(ctx context.Context, rep *Report, w *workload, sc string, opt Options, pr *progress) error {
+func runScenario(ctx context.Context, rep *Report, w *workload, sc string, opt Options, pr *progress, cellErrs *[]error) error {
 	if sc == ScenarioReplay || sc == ScenarioMixed {
 		pr.line("recording %d keys for replays", replayKeys)
 		if err := w.prepare(ctx); err != nil {
@@ -149,8 +154,15 @@ func runScenario(ctx context.Context, rep *Report, w *workload, sc string, opt O
 			prefix := fmt.Sprintf("%s%d-%s-", sc, len(rep.Cells), side)
 			var seq atomic.Int64
 			res, err := runCell(ctx, c, opt.Duration, &seq, w.opFor(sc, side, prefix))
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			if err != nil {
-				return fmt.Errorf("bench: %s %s c=%d: %w", sc, side, c, err)
+				// Keep what was measured; the report shows the failed cell.
+				err = fmt.Errorf("bench: %s %s c=%d: %w", sc, side, c, err)
+				rep.Cells = append(rep.Cells, Cell{Scenario: sc, Side: side, Concurrency: c, Error: err.Error()})
+				*cellErrs = append(*cellErrs, err)
+				continue
 			}
 			cell := toCell(sc, side, c, res)
 			if side == sideRaw {
