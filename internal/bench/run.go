@@ -105,8 +105,14 @@ func Run(ctx context.Context, opt Options) (rep *Report, err error) {
 	for _, sc := range opt.Scenarios {
 		if sc == ScenarioWaiters {
 			pr.line("waiters: %d callers on one key, held %s", opt.Waiters, opt.Hold)
-			if rep.Waiters, err = runWaiters(ctx, st, opt.Waiters, opt.Hold, w.payload); err != nil {
-				return nil, fmt.Errorf("bench: waiters: %w", err)
+			var werr error
+			if rep.Waiters, werr = runWaiters(ctx, st, opt.Waiters, opt.Hold, w.payload); werr != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				// Keep the cells measured so far.
+				rep.Waiters = nil
+				cellErrs = append(cellErrs, fmt.Errorf("bench: waiters: %w", werr))
 			}
 			continue
 		}
