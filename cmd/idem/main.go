@@ -51,6 +51,7 @@ var commands = map[string]command{
 	"sweep":       {"delete expired records (never unknown ones)", cmdSweep},
 	"reconcile":   {"compare records with a provider's settlement file or API (exit 3 on drift)", cmdReconcile},
 	"tools-audit": {"report MCP tools with side effects and no idempotency key (exit 3)", cmdToolsAudit},
+	"bench":       {"measure idem against the raw driver of the same store", cmdBench},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

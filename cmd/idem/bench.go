@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/idemkit/idem/internal/bench"
+	"github.com/idemkit/idem/internal/storeopen"
+)
+
+// cmdBench measures the engine against the raw driver of the same store.
+func cmdBench(ctx context.Context, e *env, args []string) int {
+	f := e.newFlags("bench",
+		"idem bench --store DSN [--concurrency 1,16,64] [--duration 5s] [--payload 200B] [--scenarios LIST] [--waiters N] [--hold DUR] [--json]",
+		"Measures idem's engine against the raw driver doing the minimal statements of\n"+
+			"an idempotent request (claim, record, read) on the same store, in the same run,\n"+
+			"and prints ops/s, p50/p99 latency and the ratio idem/raw per scenario.\n"+
+			"It works on scratch tables (or a scratch SQLite file, or a scratch Redis prefix)\n"+
+			"and drops them when it ends. Store options written in the DSN's query are\n"+
+			"passed to the store and shown in the header. Scenarios: first, replay, storm,\n"+
+			"mixed (the default set), waiters (a storm of --waiters callers on one key:\n"+
+			"store calls and peak memory), or all. See docs/performance.md.",
+		"idem bench --store sqlite://bench.db --duration 2s")
+	store := f.String("store", "", "store DSN to measure: sqlite://PATH, postgres://…, mysql://…, redis://…, memory:// (required)")
+	conc := f.String("concurrency", "1,16,64", "comma-separated numbers of concurrent callers")
+	dur := f.duration("duration", 5*time.Second, "how long each cell is measured")
+	payload := f.String("payload", "200B", "size of the recorded result (e.g. 200B, 4KiB)")
+	scenarios := f.String("scenarios", strings.Join(bench.DefaultScenarios, ","), "comma-separated scenarios, or all")
+	waiters := f.Int("waiters", 10000, "callers parked on one key in the waiters scenario")
+	hold := f.duration("hold", time.Second, "how long the waiters scenario holds its key")
+	asJSON := f.Bool("json", false, "print the report as JSON")
+	pos, code, ok := f.parse(args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return f.usageError("unexpected argument %q", pos[0])
+	}
+	opt := bench.Options{Store: *store, Duration: *dur, Waiters: *waiters, Hold: *hold, Progress: e.stderr}
+	var err error
+	if opt.Concurrency, err = bench.ParseConcurrency(*conc); err != nil {
+		return f.usageError("--concurrency: %v", err)
+	}
+	if opt.Payload, err = bench.ParseSize(*payload); err != nil {
+		return f.usageError("--payload: %v", err)
+	}
+	if opt.Scenarios, err = bench.ParseScenarios(*scenarios); err != nil {
+		return f.usageError("--scenarios: %v", err)
+	}
+	switch {
+	case *store == "":
+		return f.usageError("--store is required")
+	case *dur < 10*time.Millisecond:
+		return f.usageError("--duration %s is below 10ms", *dur)
+	case *waiters < 1 || *waiters > 1_000_000:
+		return f.usageError("--waiters %d is not between 1 and 1000000", *waiters)
+	}
+	if _, err := storeopen.Parse(*store); err != nil {
+		return f.usageError("--store: %v", err)
+	}
+	rep, err := bench.Run(ctx, opt)
+	if rep != nil {
+		// Print what was measured, also when some cells failed.
+		write := bench.WriteText
+		if *asJSON {
+			write = bench.WriteJSON
+		}
+		if werr := write(e.stdout, rep); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			err = errors.New("interrupted; scratch data dropped")
+		}
+		return f.fail(err)
+	}
+	return exitOK
+}

@@ -1,0 +1,133 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem/memstore"
+)
+
+func TestHistQuantiles(t *testing.T) {
+	t.Parallel()
+	var h hist
+	for i := 1; i <= 100; i++ {
+		h.add(time.Duration(i) * time.Millisecond)
+	}
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 50 * time.Millisecond}, {0.99, 99 * time.Millisecond}, {1, 100 * time.Millisecond}} {
+		got := h.quantile(c.q)
+		if got < c.want || float64(got) > float64(c.want)*histGrowth*1.001 {
+			t.Errorf("quantile(%v) = %s, want %s within one bucket", c.q, got, c.want)
+		}
+	}
+	var m hist
+	m.merge(&h)
+	m.merge(&h)
+	if m.n != 200 || m.quantile(0.5) != h.quantile(0.5) {
+		t.Fatalf("merged: n=%d p50=%s", m.n, m.quantile(0.5))
+	}
+	if (&hist{}).quantile(0.5) != 0 {
+		t.Fatal("empty histogram has a quantile")
+	}
+}
+
+func TestParsers(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]int{"200": 200, "200B": 200, "4KiB": 4096, "4KB": 4000, "1MiB": 1 << 20} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "0B", "-1", "x", "17MiB", "2GB"} {
+		if _, err := ParseSize(bad); err == nil {
+			t.Errorf("ParseSize(%q) accepted", bad)
+		}
+	}
+	if c, err := ParseConcurrency("1, 16,64"); err != nil || len(c) != 3 || c[2] != 64 {
+		t.Fatalf("ParseConcurrency = %v, %v", c, err)
+	}
+	for _, bad := range []string{"", "0", "1,x", "5000"} {
+		if _, err := ParseConcurrency(bad); err == nil {
+			t.Errorf("ParseConcurrency(%q) accepted", bad)
+		}
+	}
+	if s, err := ParseScenarios("all"); err != nil || len(s) != len(allScenarios) {
+		t.Fatalf("ParseScenarios(all) = %v, %v", s, err)
+	}
+	if _, err := ParseScenarios("first,bogus"); err == nil {
+		t.Fatal("unknown scenario accepted")
+	}
+}
+
+func TestDSNRewriting(t *testing.T) {
+	t.Parallel()
+	if got := withQuery("mysql://root@h:3306/test?table=mine&timeout=5s", "table", "scratch"); !strings.Contains(got, "table=scratch") || strings.Contains(got, "mine") || !strings.Contains(got, "timeout=5s") {
+		t.Errorf("withQuery = %q", got)
+	}
+	if got := storeOptions("postgres://u:pw@h/db?batch=2ms&password=secret&sslmode=disable"); got != "batch=2ms sslmode=disable" {
+		t.Errorf("storeOptions = %q", got)
+	}
+	if got := pgDriverDSN("postgres://u@h/db?schema=s&batch=2ms&sslmode=disable"); got != "postgres://u@h/db?sslmode=disable" {
+		t.Errorf("pgDriverDSN = %q", got)
+	}
+	got, err := mysqlDriverDSN("mysql://root:p%40ss@h/test?table=t")
+	if err != nil || got != "root:p@ss@tcp(h:3306)/test?interpolateParams=true" {
+		t.Errorf("mysqlDriverDSN = %q, %v", got, err)
+	}
+}
+
+// TestWaitersCoalesce parks many waiters on one key and checks that they
+// share one watch: the reads while the key is held do not grow with the
+// number of waiters, and every waiter replays the one outcome.
+func TestWaitersCoalesce(t *testing.T) {
+	t.Parallel()
+	const n = 300
+	r, err := runWaiters(context.Background(), memstore.New(), n, 100*time.Millisecond, []byte("v"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Replayed != n || r.JoinClaims != n {
+		t.Fatalf("replayed %d, join claims %d; want %d each", r.Replayed, r.JoinClaims, n)
+	}
+	// One shared watch reads a handful of times; per-waiter polling would
+	// read at least once per waiter.
+	if r.WatchReads >= n/10 {
+		t.Fatalf("%d store reads while %d waiters were parked: waits are not shared", r.WatchReads, n)
+	}
+	if r.Goroutines < n {
+		t.Fatalf("goroutines while parked = %d, want at least %d", r.Goroutines, n)
+	}
+}
+
+func TestRunMemoryAndSQLite(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, dsn := range []string{"memory://", "sqlite://" + filepath.Join(dir, "b.db")} {
+		rep, err := Run(context.Background(), Options{Store: dsn, Concurrency: []int{2}, Duration: 50 * time.Millisecond,
+			Scenarios: []string{ScenarioFirst, ScenarioReplay, ScenarioStorm, ScenarioMixed}})
+		if err != nil {
+			t.Fatalf("%s: %v", dsn, err)
+		}
+		if len(rep.Cells) != 9 {
+			t.Fatalf("%s: %d cells, want 9", dsn, len(rep.Cells))
+		}
+		for _, c := range rep.Cells {
+			if c.Ops == 0 || (c.Side != sideRaw && c.Ratio == 0) {
+				t.Errorf("%s: empty cell %+v", dsn, c)
+			}
+			if c.Scenario == ScenarioReplay && c.Side != sideRaw && c.First != 0 {
+				t.Errorf("%s: a replay cell ran the effect %d times", dsn, c.First)
+			}
+		}
+	}
+	left, _ := os.ReadDir(dir)
+	if len(left) != 0 {
+		t.Fatalf("scratch files left behind: %v", left)
+	}
+}

@@ -1,0 +1,87 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// outcome is how one request ended, for the per-cell counts.
+type outcome uint8
+
+const (
+	outFirst    outcome = iota // the effect ran (raw: the insert won)
+	outReplay                  // a recorded outcome was returned (raw: a read)
+	outConflict                // an in-flight duplicate was turned away
+	numOutcomes
+)
+
+// op performs request number n of a cell.
+type op func(ctx context.Context, n int64) (outcome, error)
+
+// cellResult is what one cell measured.
+type cellResult struct {
+	ops      int64
+	elapsed  time.Duration
+	hist     hist
+	outcomes [numOutcomes]int64
+}
+
+// runCell runs op from conc goroutines: a warm-up of dur/10 that is not
+// counted, then dur measured. The first error stops the cell.
+func runCell(ctx context.Context, conc int, dur time.Duration, seq *atomic.Int64, f op) (*cellResult, error) {
+	if _, err := runFor(ctx, conc, dur/10, seq, f); err != nil {
+		return nil, err
+	}
+	return runFor(ctx, conc, dur, seq, f)
+}
+
+func runFor(ctx context.Context, conc int, dur time.Duration, seq *atomic.Int64, f op) (*cellResult, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	results := make([]cellResult, conc)
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(dur)
+	for w := range conc {
+		wg.Add(1)
+		go func(r *cellResult) {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				if !t0.Before(deadline) {
+					return
+				}
+				out, err := f(ctx, seq.Add(1))
+				if err != nil {
+					if ctx.Err() == nil {
+						cancel(err)
+					}
+					return
+				}
+				r.hist.add(time.Since(t0))
+				r.ops++
+				r.outcomes[out]++
+			}
+		}(&results[w])
+	}
+	wg.Wait()
+	total := &cellResult{elapsed: time.Since(start)}
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("interrupted: %w", context.Cause(ctx))
+	}
+	for i := range results {
+		total.ops += results[i].ops
+		total.hist.merge(&results[i].hist)
+		for o, n := range results[i].outcomes {
+			total.outcomes[o] += n
+		}
+	}
+	return total, nil
+}

@@ -1,0 +1,99 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idem/internal/storeopen"
+)
+
+// Redis: idem's store gets prefix=<scratch>, the raw side keys under
+// <scratch>_raw:; every key matching <scratch>* is deleted at the end.
+func openRedisTarget(ctx context.Context, d storeopen.DSN, name string) (*target, error) {
+	client, err := redisClient(d)
+	if err != nil {
+		return nil, err
+	}
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("cannot reach the server: %w", err)
+	}
+	dur := "appendonly=?, appendfsync=?"
+	if cfg, err := client.ConfigGet(ctx, "append*").Result(); err == nil {
+		dur = fmt.Sprintf("appendonly=%s, appendfsync=%s", cfg["appendonly"], cfg["appendfsync"])
+	}
+	raw := &redisRaw{c: client, prefix: name + "_raw:"}
+	cleanup := func(ctx context.Context) error { return deleteMatching(ctx, client, name+"*") }
+	return &target{idemDSN: withQuery(d.Raw, "prefix", name), raw: raw, cleanup: cleanup, durability: dur}, nil
+}
+
+// redisClient opens a client with go-redis's defaults, as storeopen does.
+func redisClient(d storeopen.DSN) (redis.UniversalClient, error) {
+	raw, _, _ := strings.Cut(d.Raw, "?")
+	if d.Scheme != "redis+cluster" {
+		o, err := redis.ParseURL(raw)
+		if err != nil {
+			return nil, err
+		}
+		return redis.NewClient(o), nil
+	}
+	u, err := url.Parse("redis://" + strings.TrimPrefix(raw, d.Scheme+"://"))
+	if err != nil {
+		return nil, errors.New("not a redis+cluster://host:port,host:port URL")
+	}
+	o := &redis.ClusterOptions{Addrs: strings.Split(u.Host, ",")}
+	if u.User != nil {
+		o.Username = u.User.Username()
+		o.Password, _ = u.User.Password()
+	}
+	return redis.NewClusterClient(o), nil
+}
+
+func deleteMatching(ctx context.Context, c redis.UniversalClient, pattern string) error {
+	del := func(ctx context.Context, n *redis.Client) error {
+		it := n.Scan(ctx, 0, pattern, 1000).Iterator()
+		for it.Next(ctx) {
+			if err := n.Del(ctx, it.Val()).Err(); err != nil {
+				return err
+			}
+		}
+		return it.Err()
+	}
+	var err error
+	switch cc := c.(type) {
+	case *redis.ClusterClient:
+		err = cc.ForEachMaster(ctx, del)
+	case *redis.Client:
+		err = del(ctx, cc)
+	}
+	return errors.Join(err, c.Close())
+}
+
+// redisRaw: SET NX claims, HSET records, HGETALL reads; no scripts.
+type redisRaw struct {
+	c      redis.UniversalClient
+	prefix string
+}
+
+func (r *redisRaw) insert(ctx context.Context, key string) (bool, error) {
+	return r.c.SetNX(ctx, r.prefix+key+":lock", benchAttempt, time.Hour).Result()
+}
+
+func (r *redisRaw) update(ctx context.Context, key string, result []byte) error {
+	now := nowMicros()
+	return r.c.HSet(ctx, r.prefix+key+":rec", "state", "succeeded", "fence", 1, "fp", benchFingerprint[:],
+		"attempt", benchAttempt, "result", result, "created", now, "completed", now, "expires", now+3600e6).Err()
+}
+
+func (r *redisRaw) read(ctx context.Context, key string) error {
+	return r.c.HGetAll(ctx, r.prefix+key+":rec").Err()
+}
+
+// close leaves the client to cleanup, which still needs it.
+func (r *redisRaw) close() error { return nil }

@@ -1,0 +1,143 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// scenarioTitles say what each scenario measures and what the raw side does.
+var scenarioTitles = map[string]string{
+	ScenarioFirst:  "first-time requests — idem: claim + record; raw: INSERT + UPDATE (SET NX + HSET)",
+	ScenarioReplay: "replays — idem: claim finds the record; raw: SELECT by key (HGETALL)",
+	ScenarioStorm: fmt.Sprintf("duplicate storm, %d requests per key — idem: InFlightReject; raw: INSERT-if-absent, then UPDATE or SELECT",
+		stormDup),
+	ScenarioMixed: "mixed — 90% replays, 10% first-time",
+}
+
+// WriteText writes rep as a header and one table per scenario.
+func WriteText(w io.Writer, rep *Report) error {
+	h := rep.Header
+	var b strings.Builder
+	fmt.Fprintf(&b, "idem bench  %s  %s (%s/%s, %d CPUs, %s)\n", h.Date.Format(time.RFC3339), h.Host, h.OS, h.Arch, h.CPUs, h.GoVersion)
+	fmt.Fprintf(&b, "load average   %s at start, %s at end\n", orDash(h.LoadStart), orDash(h.LoadEnd))
+	fmt.Fprintf(&b, "store          %s\n", h.Store)
+	fmt.Fprintf(&b, "store options  %s\n", orDash(h.StoreOptions))
+	fmt.Fprintf(&b, "durability     %s\n", orDash(h.Durability))
+	fmt.Fprintf(&b, "cells          %s each after a %s warm-up; payload %d B; replays cycle %d keys; concurrency %s\n",
+		h.Duration, h.Duration/10, h.Payload, replayKeys, joinInts(h.Concurrency))
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	for _, sc := range scenariosIn(rep.Cells) {
+		if err := writeScenario(w, sc, rep.Cells); err != nil {
+			return err
+		}
+	}
+	if rep.Waiters != nil {
+		return writeWaiters(w, rep.Waiters)
+	}
+	return nil
+}
+
+func writeScenario(w io.Writer, sc string, cells []Cell) error {
+	fmt.Fprintf(w, "\n%s\n", scenarioTitles[sc])
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "c\tside\tops/s\tp50\tp99\tidem/raw\tfirst\treplays\tconflicts\t")
+	for _, c := range cells {
+		if c.Scenario != sc {
+			continue
+		}
+		if c.Error != "" {
+			fmt.Fprintf(tw, "%d\t%s\tfailed\t\t\t\t\t\t\t\n", c.Concurrency, c.Side)
+			continue
+		}
+		ratio := ""
+		if c.Side != sideRaw {
+			ratio = fmt.Sprintf("%.2f", c.Ratio)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t\n", c.Concurrency, c.Side, rate(c.OpsPerSec),
+			msString(c.P50), msString(c.P99), ratio, c.First, c.Replays, c.Conflicts)
+	}
+	return tw.Flush()
+}
+
+func writeWaiters(w io.Writer, r *WaiterResult) error {
+	peak := "peak RSS"
+	if !r.PeakExact {
+		peak = "peak RSS (whole process; could not reset)"
+	}
+	_, err := fmt.Fprintf(w, `
+waiters — %d InFlightWait callers on one key, held %s
+  replayed            %d of %d
+  store calls         %d claims to join; %d watch reads while held; %d claims + %d reads after the release
+  wake-up             %s from the release until the last waiter returned
+  memory              RSS %.1f MiB before, %s %.1f MiB; Go stacks %.1f MiB (%.1f MiB after a GC), heap %.1f MiB, %d goroutines while parked
+`, r.Waiters, r.Hold, r.Replayed, r.Waiters, r.JoinClaims, r.WatchReads, r.WakeClaims, r.WakeReads,
+		r.WakeDuration.Round(time.Millisecond), mib(r.RSSBeforeKiB), peak, mib(r.PeakRSSKiB), mib(r.StackKiB), mib(r.StackAfterGCKiB), mib(r.HeapKiB), r.Goroutines)
+	return err
+}
+
+// WriteJSON writes rep as one indented JSON document.
+func WriteJSON(w io.Writer, rep *Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+func scenariosIn(cells []Cell) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, c := range cells {
+		if !seen[c.Scenario] {
+			seen[c.Scenario] = true
+			out = append(out, c.Scenario)
+		}
+	}
+	return out
+}
+
+// rate formats ops/s with three significant digits: 812, 6.61k, 88.2k.
+func rate(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case v >= 1e5:
+		return fmt.Sprintf("%.0fk", v/1e3)
+	case v >= 1e4:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	case v >= 1e3:
+		return fmt.Sprintf("%.2fk", v/1e3)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func msString(ms float64) string {
+	switch {
+	case ms >= 100:
+		return fmt.Sprintf("%.0fms", ms)
+	case ms >= 1:
+		return fmt.Sprintf("%.1fms", ms)
+	}
+	return fmt.Sprintf("%.0fµs", ms*1000)
+}
+
+func mib(kib int64) float64 { return float64(kib) / 1024 }
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ",")
+}
