@@ -197,14 +197,21 @@ func (e *Engine) do(ctx context.Context, req *Request, h Handler) (Result, Outco
 		if waitDeadline.IsZero() {
 			waitDeadline = time.Now().Add(pol.Wait)
 		}
-		if err := e.wait(ctx, req.Scope, string(req.Key), waitDeadline); err != nil {
+		settled, err := e.wait(ctx, req.Scope, string(req.Key), waitDeadline)
+		if err != nil {
 			if errors.Is(err, ErrInFlight) {
 				return Result{}, OutcomeConflict, &InFlightError{Scope: req.Scope, Key: string(req.Key), RetryAfter: e.cfg.RetryAfter}
 			}
 			return Result{}, OutcomeError, err
 		}
-		// Loop: claim again. A released key is free (one waiter wins),
-		// a recorded outcome replays, an unknown is reported.
+		// A recorded outcome is replayed from the record the shared watch
+		// read, with no further store read. Otherwise claim again: a
+		// released key is free (one waiter wins), an unknown or expired
+		// record is reported by the claim path.
+		if settled != nil && settled.State.Terminal() && !settled.Expired(e.now()) {
+			e.cache.put(ck, *settled)
+			return e.replay(req, *settled)
+		}
 	}
 }
 
@@ -260,7 +267,10 @@ func (e *Engine) onUnknown(ctx context.Context, req *Request, pol Policy, rec Re
 
 // run executes the effect under the claim rec and records its outcome.
 func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, h Handler, redrive bool) (res Result, out Outcome, err error) {
-	in, _ := DecodeIntent(rec.Intent)
+	in := req.Intent // the journal this claim wrote; decode only a re-driven record's
+	if in == nil {
+		in, _ = DecodeIntent(rec.Intent)
+	}
 	att := &Attempt{Scope: rec.Scope, Key: Key(rec.Key), Fence: rec.Fence, ID: rec.AttemptID, Intent: in, Redrive: redrive}
 	// Finishing work outlives the caller: a cancelled caller never turns a
 	// started effect into a release.

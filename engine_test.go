@@ -181,11 +181,13 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 // countingStore counts Get calls and hides the memory store's notifier, so
 // waiters must poll.
 type countingStore struct {
-	inner *memstore.Store
-	gets  atomic.Int64
+	inner  *memstore.Store
+	gets   atomic.Int64
+	claims atomic.Int64
 }
 
 func (c *countingStore) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult, error) {
+	c.claims.Add(1)
 	return c.inner.Claim(ctx, p)
 }
 func (c *countingStore) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
@@ -253,7 +255,12 @@ func TestWaitersShareOneWatch(t *testing.T) {
 	if g := cs.gets.Load(); g > 50 {
 		t.Fatalf("%d store reads for %d waiters: waiters are not sharing one watch", g, n)
 	}
-	t.Logf("%d waiters, %d store reads", n, cs.gets.Load())
+	// Woken waiters replay the record the watch read: one claim each (the
+	// first try), not a second claim per waiter after the wake-up.
+	if c := cs.claims.Load(); c > n+5 {
+		t.Fatalf("%d claims for %d waiters: waiters claim again after the wake-up", c, n)
+	}
+	t.Logf("%d waiters, %d store reads, %d claims", n, cs.gets.Load(), cs.claims.Load())
 }
 
 // TestHeartbeatKeepsLongEffectAlive: an effect longer than its lease stays

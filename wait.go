@@ -20,6 +20,7 @@ type flight struct {
 	refs   int
 	cancel context.CancelFunc
 	err    error
+	rec    *Record // the record as last read when the flight settled; nil if absent
 }
 
 func (g *flightGroup) init(e *Engine) { g.e = e; g.m = make(map[string]*flight) }
@@ -27,8 +28,10 @@ func (g *flightGroup) init(e *Engine) { g.e = e; g.m = make(map[string]*flight) 
 func flightKey(scope, key string) string { return scope + "\x00" + key }
 
 // wait blocks until the record for (scope, key) is no longer a live
-// in_progress record, until deadline (ErrInFlight), or until ctx ends.
-func (e *Engine) wait(ctx context.Context, scope, key string, deadline time.Time) error {
+// in_progress record, until deadline (ErrInFlight), or until ctx ends. It
+// returns the record the shared watch read when it settled (nil when the
+// key was released), so that N waiters need no N further store reads.
+func (e *Engine) wait(ctx context.Context, scope, key string, deadline time.Time) (*Record, error) {
 	start := time.Now()
 	defer func() {
 		e.cfg.Observer.Observe(ctx, Event{Kind: EventWait, Scope: scope, Key: key, Duration: time.Since(start)})
@@ -39,11 +42,11 @@ func (e *Engine) wait(ctx context.Context, scope, key string, deadline time.Time
 	defer t.Stop()
 	select {
 	case <-f.done:
-		return f.err
+		return f.rec, f.err
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
 	case <-t.C:
-		return ErrInFlight
+		return nil, ErrInFlight
 	}
 }
 
@@ -109,13 +112,13 @@ func (g *flightGroup) watch(ctx context.Context, scope, key string, f *flight) {
 			defer cancel()
 		}
 	}
-	settle := func(err error) {
+	settle := func(rec *Record, err error) {
 		g.mu.Lock()
 		if g.m[flightKey(scope, key)] == f {
 			delete(g.m, flightKey(scope, key))
 		}
 		g.mu.Unlock()
-		f.err = err
+		f.rec, f.err = rec, err
 		close(f.done)
 	}
 	backoff := e.cfg.PollMin
@@ -127,12 +130,12 @@ func (g *flightGroup) watch(ctx context.Context, scope, key string, f *flight) {
 		var next time.Duration
 		switch {
 		case isNotFound(err):
-			settle(nil)
+			settle(nil, nil)
 			return
 		case err != nil:
 			next = backoff // store trouble: keep trying until waiters give up
 		case rec.State != StateInProgress || rec.LeaseExpired(e.now()):
-			settle(nil)
+			settle(rec, nil)
 			return
 		default:
 			next = backoff
