@@ -19,9 +19,9 @@ import (
 func openSQLiteTarget(ctx context.Context, d storeopen.DSN, name string) (*target, error) {
 	path, query, _ := strings.Cut(d.Target, "?")
 	scratch := path + "." + name
-	sync := "FULL" // sqlitestore's default; a DSN option may override it later
-	if q, err := url.ParseQuery(query); err == nil && q.Get("synchronous") != "" {
-		sync = strings.ToUpper(q.Get("synchronous"))
+	sync := "FULL" // sqlitestore's default; ?sync=normal selects the faster setting
+	if q, err := url.ParseQuery(query); err == nil && q.Get("sync") != "" {
+		sync = strings.ToUpper(q.Get("sync"))
 	}
 	idemDSN := "sqlite://" + scratch
 	if query != "" {

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,10 @@ import (
 // left nothing behind: no scratch table, schema or key.
 func TestRunServices(t *testing.T) {
 	ctx := context.Background()
+	// Scratch objects of this run only: other bench runs may share the servers.
+	old := scratchPrefix
+	scratchPrefix = fmt.Sprintf("idem_bench_t%d_", time.Now().UnixNano()%1e9)
+	t.Cleanup(func() { scratchPrefix = old })
 	cases := map[string]struct {
 		dsn  func(t testing.TB) string
 		left func(t *testing.T) int
@@ -30,7 +35,7 @@ func TestRunServices(t *testing.T) {
 				}
 				defer db.Close()
 				var n int
-				if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables WHERE table_name LIKE 'idem\_bench\_%'`).Scan(&n); err != nil {
+				if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables WHERE table_name LIKE ?`, likePrefix()).Scan(&n); err != nil {
 					t.Fatal(err)
 				}
 				return n
@@ -45,7 +50,7 @@ func TestRunServices(t *testing.T) {
 				}
 				defer c.Close(ctx)
 				var n int
-				if err := c.QueryRow(ctx, `SELECT COUNT(*) FROM pg_namespace WHERE nspname LIKE 'idem\_bench\_%'`).Scan(&n); err != nil {
+				if err := c.QueryRow(ctx, `SELECT COUNT(*) FROM pg_namespace WHERE nspname LIKE $1`, likePrefix()).Scan(&n); err != nil {
 					t.Fatal(err)
 				}
 				return n
@@ -57,7 +62,7 @@ func TestRunServices(t *testing.T) {
 				o, _ := redis.ParseURL(testenv.Redis.URL())
 				c := redis.NewClient(o)
 				defer c.Close()
-				keys, _, err := c.Scan(ctx, 0, "idem_bench_*", 100000).Result()
+				keys, _, err := c.Scan(ctx, 0, scratchPrefix+"*", 100000).Result()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -85,3 +90,6 @@ func TestRunServices(t *testing.T) {
 		})
 	}
 }
+
+// likePrefix is scratchPrefix as a LIKE pattern matching what it starts.
+func likePrefix() string { return strings.ReplaceAll(scratchPrefix, "_", `\_`) + "%" }

@@ -50,11 +50,16 @@ var (
 
 func nowMicros() int64 { return time.Now().UnixMicro() }
 
+// scratchPrefix starts every scratch table, schema and key prefix the bench
+// creates. Tests set their own so that they can check their own leftovers
+// while other bench runs share the server.
+var scratchPrefix = "idem_bench_"
+
 // scratchName returns a fresh name for the bench's tables and prefixes.
 func scratchName() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return "idem_bench_" + hex.EncodeToString(b[:])
+	return scratchPrefix + hex.EncodeToString(b[:])
 }
 
 // openTarget parses dsn, points idem's store at a scratch table or prefix,
