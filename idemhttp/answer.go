@@ -77,7 +77,9 @@ func mismatchFields(rec *idem.Record, in *input) []string {
 	}
 	stored := make(map[string]string)
 	for k, v := range intent.Fields {
-		if len(k) > len(digestPrefix) && k[:len(digestPrefix)] == digestPrefix {
+		if k == digestsField {
+			decodeDigests(stored, v)
+		} else if len(k) > len(digestPrefix) && k[:len(digestPrefix)] == digestPrefix {
 			stored[k[len(digestPrefix):]] = v
 		}
 	}

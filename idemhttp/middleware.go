@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/idemkit/idem"
 )
@@ -90,7 +92,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	op := ru.operation(r.Method)
 	req := idem.Request{Scope: scope, Key: key, Fingerprint: c.in.fp, Operation: op,
-		Intent: &idem.Intent{Operation: op, Fields: c.in.digestFields()}, Policy: ru.Policy}
+		Intent: &idem.Intent{Operation: op, Fields: c.in.intentFields()}, Policy: ru.Policy}
 	c.run(req)
 }
 
@@ -110,18 +112,56 @@ type input struct {
 	digests map[string]string
 }
 
-// digestPrefix marks per-field body digests in the record's Intent.Fields.
+// digestsField holds the per-field body digests in the record's
+// Intent.Fields, as one entry: "name=digest" pairs joined by '&' in name
+// order, names query-escaped. One string, rather than one entry per member,
+// keeps the intent cheap to encode and decode on every request.
+const digestsField = "body_digests"
+
+// digestPrefix marks per-field body digests in the Intent.Fields of records
+// written before digestsField, one entry per member; they are still read.
 const digestPrefix = "body:"
 
-func (in *input) digestFields() map[string]string {
+func (in *input) intentFields() map[string]string {
 	if len(in.digests) == 0 {
 		return nil
 	}
-	f := make(map[string]string, len(in.digests))
-	for k, v := range in.digests {
-		f[digestPrefix+k] = v
+	return map[string]string{digestsField: encodeDigests(in.digests)}
+}
+
+func encodeDigests(d map[string]string) string {
+	var arr [16]string
+	names := arr[:0]
+	n := 0
+	for k, v := range d {
+		names = append(names, k)
+		n += len(k) + len(v) + 2
 	}
-	return f
+	slices.Sort(names)
+	var sb strings.Builder
+	sb.Grow(n) // escaping a name may still grow it
+	for i, k := range names {
+		if i > 0 {
+			sb.WriteByte('&')
+		}
+		sb.WriteString(url.QueryEscape(k))
+		sb.WriteByte('=')
+		sb.WriteString(d[k])
+	}
+	return sb.String()
+}
+
+// decodeDigests reads what encodeDigests wrote into dst.
+func decodeDigests(dst map[string]string, s string) {
+	q, err := url.ParseQuery(s)
+	if err != nil {
+		return
+	}
+	for k, vs := range q {
+		if len(vs) > 0 {
+			dst[k] = vs[0]
+		}
+	}
 }
 
 // prepare reads the body (bounded) into in and fingerprints the request.
