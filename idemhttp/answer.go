@@ -68,7 +68,7 @@ func (m *Middleware) errorProblem(err error, in *input) *Problem {
 // request that first used the key and this one, when both bodies are JSON
 // objects. Only names are returned, never values.
 func mismatchFields(rec *idem.Record, in *input) []string {
-	if rec == nil || in.digests == nil {
+	if rec == nil || !in.object {
 		return nil
 	}
 	intent, err := idem.DecodeIntent(rec.Intent)
@@ -86,7 +86,9 @@ func mismatchFields(rec *idem.Record, in *input) []string {
 	if len(stored) == 0 && len(intent.Fields) == 0 {
 		return nil // the first request's body was not a JSON object
 	}
-	return idem.DiffDigests(stored, in.digests)
+	current := make(map[string]string)
+	decodeDigests(current, in.digests)
+	return idem.DiffDigests(stored, current)
 }
 
 // replay writes a recorded response.

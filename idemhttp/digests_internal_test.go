@@ -19,7 +19,7 @@ func TestDigestsRoundTrip(t *testing.T) {
 // A record written with one "body:<name>" entry per member still names the
 // changed fields, and so does one written with the single digests entry.
 func TestMismatchFieldsReadsBothIntentForms(t *testing.T) {
-	in := &input{digests: map[string]string{"amount": "aa", "to": "bb"}}
+	in := &input{object: true, digests: "amount=aa&to=bb"}
 	for name, intent := range map[string]string{
 		"per-member": `{"operation":"POST","fields":{"body:amount":"aa","body:to":"cc"}}`,
 		"single":     `{"operation":"POST","fields":{"body_digests":"amount=aa&to=cc"}}`,
@@ -29,4 +29,35 @@ func TestMismatchFieldsReadsBothIntentForms(t *testing.T) {
 			t.Errorf("%s: fields %v, want [to]", name, got)
 		}
 	}
+}
+
+// fingerprintJSON must agree with the root package's two passes, which it
+// replaces: the same fingerprint, the same digests, the same refusals.
+func FuzzFingerprintJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"amount":5000,"currency":"EUR","to":{"iban":"DE00","tags":["a","b,c}"]}}`,
+		` { "b" : [1, 2.50, 1e3], "a" : null, "c" : "x\"}" } `, `{}`, `[]`, `"s"`, `17`, `{"a\nb":1,"c d":2}`,
+		`{"é":"\u00e9","&=":true,"+%":false}`, `{"a":1,"a":2}`, `{"a":}`, `{"a":{"b":{}},"z":[[]]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fp, digests, object, err := fingerprintJSON("POST", "/c?x=1", body)
+		wantFP, wantErr := idem.FingerprintRequest("POST", "/c?x=1", body, true)
+		if (err == nil) != (wantErr == nil) || fp != wantFP {
+			t.Fatalf("fingerprint %x, %v; idem.FingerprintRequest %x, %v", fp, err, wantFP, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		want, werr := idem.TopLevelDigests(body)
+		if object != (werr == nil) {
+			t.Fatalf("object = %v, TopLevelDigests error %v", object, werr)
+		}
+		got := map[string]string{}
+		decodeDigests(got, digests)
+		if werr == nil && !maps.Equal(got, want) {
+			t.Fatalf("digests %v, want %v", got, want)
+		}
+	})
 }

@@ -107,9 +107,12 @@ func keyReason(err error) string {
 
 // input is the request as read once: body and fingerprint.
 type input struct {
-	body    []byte
-	fp      idem.Fingerprint
-	digests map[string]string
+	body []byte
+	fp   idem.Fingerprint
+	// object is set when the body is a JSON object; digests then holds
+	// its members' digests, encoded for the intent.
+	object  bool
+	digests string
 }
 
 // digestsField holds the per-field body digests in the record's
@@ -123,10 +126,10 @@ const digestsField = "body_digests"
 const digestPrefix = "body:"
 
 func (in *input) intentFields() map[string]string {
-	if len(in.digests) == 0 {
+	if in.digests == "" {
 		return nil
 	}
-	return map[string]string{digestsField: encodeDigests(in.digests)}
+	return map[string]string{digestsField: in.digests}
 }
 
 func encodeDigests(d map[string]string) string {
@@ -144,7 +147,7 @@ func encodeDigests(d map[string]string) string {
 		if i > 0 {
 			sb.WriteByte('&')
 		}
-		sb.WriteString(url.QueryEscape(k))
+		sb.Write(appendQueryEscape(nil, []byte(k)))
 		sb.WriteByte('=')
 		sb.WriteString(d[k])
 	}
@@ -181,15 +184,15 @@ func (m *Middleware) prepare(r *http.Request, in *input) *Problem {
 		}
 		in.body = b
 	}
-	isJSON := len(in.body) > 0 && idem.IsJSONContentType(r.Header.Get("Content-Type"))
-	fp, err := idem.FingerprintRequest(r.Method, m.cfg.Route(r), in.body, isJSON)
+	if len(in.body) == 0 || !idem.IsJSONContentType(r.Header.Get("Content-Type")) {
+		in.fp, _ = idem.FingerprintRequest(r.Method, m.cfg.Route(r), in.body, false)
+		return nil
+	}
+	var err error
+	in.fp, in.digests, in.object, err = fingerprintJSON(r.Method, m.cfg.Route(r), in.body)
 	if err != nil {
 		return problem(TypeBodyInvalidJSON, http.StatusBadRequest, "invalid JSON body",
 			"the body is declared as JSON but is not valid JSON: "+jsonReason(err))
-	}
-	in.fp = fp
-	if isJSON {
-		in.digests, _ = idem.TopLevelDigests(in.body) // nil unless an object
 	}
 	return nil
 }
