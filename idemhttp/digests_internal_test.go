@@ -2,6 +2,7 @@ package idemhttp
 
 import (
 	"maps"
+	"strings"
 	"testing"
 
 	"github.com/idemkit/idem"
@@ -60,4 +61,23 @@ func FuzzFingerprintJSON(f *testing.F) {
 			t.Fatalf("digests %v, want %v", got, want)
 		}
 	})
+}
+
+func TestReadBodyBounds(t *testing.T) {
+	for _, c := range []struct {
+		body        string
+		hint, limit int64
+		want        int
+	}{
+		{"hello", 5, 10, 5},
+		{"hello", -1, 10, 5},
+		{"hello world", 5, 8, 9}, // longer than declared: read to limit+1
+		{strings.Repeat("x", 2000), -1, 1500, 1501},
+		{"", 0, 10, 0},
+	} {
+		b, err := readBody(strings.NewReader(c.body), c.hint, c.limit)
+		if err != nil || len(b) != c.want || string(b) != c.body[:c.want] {
+			t.Errorf("readBody(%d bytes, hint %d, limit %d) = %d bytes, %v; want %d", len(c.body), c.hint, c.limit, len(b), err, c.want)
+		}
+	}
 }

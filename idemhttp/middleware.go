@@ -202,13 +202,18 @@ func (m *Middleware) tooLarge() *Problem {
 		fmt.Sprintf("the request body exceeds %d bytes", m.cfg.MaxBody))
 }
 
+// maxBodyHint caps the buffer a declared Content-Length allocates before
+// any byte arrives, so a client cannot reserve MaxBody per connection by
+// declaring it and sending nothing.
+const maxBodyHint = 64 << 10
+
 // readBody reads at most limit+1 bytes of body: a caller seeing more than
 // limit knows the body is too large. A known length (hint ≥ 0, already
-// checked against limit) sizes the buffer at once.
+// checked against limit) sizes the buffer at once, up to maxBodyHint.
 func readBody(body io.Reader, hint, limit int64) ([]byte, error) {
 	size := int64(512)
 	if hint >= 0 {
-		size = hint + 1 // room to see EOF without growing
+		size = min(hint+1, maxBodyHint) // room to see EOF without growing
 	}
 	b := make([]byte, 0, min(size, limit+1))
 	for {
