@@ -68,7 +68,7 @@ func (m *Middleware) errorProblem(err error, in *input) *Problem {
 // request that first used the key and this one, when both bodies are JSON
 // objects. Only names are returned, never values.
 func mismatchFields(rec *idem.Record, in *input) []string {
-	if rec == nil || in.digests == nil {
+	if rec == nil || !in.object {
 		return nil
 	}
 	intent, err := idem.DecodeIntent(rec.Intent)
@@ -77,36 +77,63 @@ func mismatchFields(rec *idem.Record, in *input) []string {
 	}
 	stored := make(map[string]string)
 	for k, v := range intent.Fields {
-		if len(k) > len(digestPrefix) && k[:len(digestPrefix)] == digestPrefix {
+		if k == digestsField {
+			decodeDigests(stored, v)
+		} else if len(k) > len(digestPrefix) && k[:len(digestPrefix)] == digestPrefix {
 			stored[k[len(digestPrefix):]] = v
 		}
 	}
 	if len(stored) == 0 && len(intent.Fields) == 0 {
 		return nil // the first request's body was not a JSON object
 	}
-	return idem.DiffDigests(stored, in.digests)
+	current := make(map[string]string)
+	decodeDigests(current, in.digests)
+	return idem.DiffDigests(stored, current)
 }
 
 // replay writes a recorded response.
 func (m *Middleware) replay(w http.ResponseWriter, b []byte) {
-	rr, err := DecodeResponse(b)
+	if isLegacyRecord(b) {
+		m.replayLegacy(w, b)
+		return
+	}
+	v, err := parseRecord(b)
 	if err != nil {
-		m.cfg.Logger.Error("idemhttp: recorded response unreadable", "err", err)
-		WriteProblem(w, problem(TypeRecordUnreadable, http.StatusInternalServerError, "recorded response unreadable",
-			"this key has a record, but its response cannot be decoded; it will not be run again"))
+		m.unreadable(w, err)
+		return
+	}
+	h := w.Header()
+	h.Set(ReplayedHeader, "true")
+	if v.tooLarge {
+		loc := ""
+		v.eachHeader(func(name string, vals []string) {
+			if name == "Location" && len(vals) > 0 {
+				loc = vals[0]
+			}
+		})
+		m.replayTooLarge(w, loc, v.status, v.size)
+		return
+	}
+	v.eachHeader(func(name string, vals []string) {
+		if ck := http.CanonicalHeaderKey(name); !neverRecorded[ck] {
+			h[ck] = vals
+		}
+	})
+	w.WriteHeader(v.status)
+	_, _ = w.Write(v.body)
+}
+
+// replayLegacy writes a response recorded in the JSON format (version 1).
+func (m *Middleware) replayLegacy(w http.ResponseWriter, b []byte) {
+	rr, err := decodeLegacy(b)
+	if err != nil {
+		m.unreadable(w, err)
 		return
 	}
 	h := w.Header()
 	h.Set(ReplayedHeader, "true")
 	if rr.TooLarge {
-		if loc := rr.Header.Get("Location"); loc != "" {
-			h.Set("Location", loc)
-		}
-		p := problem(TypeResponseTooLarge, rr.Status, "response too large to replay",
-			"the request with this key was applied with status "+strconv.Itoa(rr.Status)+
-				", but its response ("+strconv.FormatInt(rr.Size, 10)+" bytes) was too large to record; do not retry it with a new key")
-		p.RecordedStatus = rr.Status
-		WriteProblem(w, p)
+		m.replayTooLarge(w, rr.Header.Get("Location"), rr.Status, rr.Size)
 		return
 	}
 	for k, vs := range rr.Header {
@@ -116,4 +143,23 @@ func (m *Middleware) replay(w http.ResponseWriter, b []byte) {
 	}
 	w.WriteHeader(rr.Status)
 	_, _ = w.Write(rr.Body)
+}
+
+func (m *Middleware) unreadable(w http.ResponseWriter, err error) {
+	m.cfg.Logger.Error("idemhttp: recorded response unreadable", "err", err)
+	WriteProblem(w, problem(TypeRecordUnreadable, http.StatusInternalServerError, "recorded response unreadable",
+		"this key has a record, but its response cannot be decoded; it will not be run again"))
+}
+
+// replayTooLarge answers for a response that was sent but too large to
+// record, keeping its status and Location.
+func (m *Middleware) replayTooLarge(w http.ResponseWriter, loc string, status int, size int64) {
+	if loc != "" {
+		w.Header().Set("Location", loc)
+	}
+	p := problem(TypeResponseTooLarge, status, "response too large to replay",
+		"the request with this key was applied with status "+strconv.Itoa(status)+
+			", but its response ("+strconv.FormatInt(size, 10)+" bytes) was too large to record; do not retry it with a new key")
+	p.RecordedStatus = status
+	WriteProblem(w, p)
 }

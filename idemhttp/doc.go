@@ -44,7 +44,8 @@
 //
 // # Recorded responses
 //
-// A record's Result holds a [RecordedResponse] encoded as JSON; the format
+// A record's Result holds a [RecordedResponse] in a compact binary format
+// (version 2; the JSON records of version 1 still replay); the format
 // is documented in docs/http.md so that operators (idem resolve) can write
 // one by hand.
 package idemhttp

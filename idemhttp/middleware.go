@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/idemkit/idem"
 )
@@ -83,14 +85,15 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			"keys are scoped to the authenticated principal, and this request has none"))
 		return
 	}
-	in, p := m.prepare(r)
-	if p != nil {
+	c := &call{m: m, w: w, r: r, next: next}
+	if p := m.prepare(r, &c.in); p != nil {
 		WriteProblem(w, p)
 		return
 	}
-	req := idem.Request{Scope: scope, Key: key, Fingerprint: in.fp, Operation: ru.operation(r.Method),
-		Intent: &idem.Intent{Operation: ru.operation(r.Method), Fields: in.digestFields()}, Policy: ru.Policy}
-	m.run(w, r, next, req, in)
+	op := ru.operation(r.Method)
+	req := idem.Request{Scope: scope, Key: key, Fingerprint: c.in.fp, Operation: op,
+		Intent: &idem.Intent{Operation: op, Fields: c.in.intentFields()}, Policy: ru.Policy}
+	c.run(req)
 }
 
 // keyReason is the client-facing reason of a key error.
@@ -104,56 +107,128 @@ func keyReason(err error) string {
 
 // input is the request as read once: body and fingerprint.
 type input struct {
-	body    []byte
-	fp      idem.Fingerprint
-	digests map[string]string
+	body []byte
+	fp   idem.Fingerprint
+	// object is set when the body is a JSON object; digests then holds
+	// its members' digests, encoded for the intent.
+	object  bool
+	digests string
 }
 
-// digestPrefix marks per-field body digests in the record's Intent.Fields.
+// digestsField holds the per-field body digests in the record's
+// Intent.Fields, as one entry: "name=digest" pairs joined by '&' in name
+// order, names query-escaped. One string, rather than one entry per member,
+// keeps the intent cheap to encode and decode on every request.
+const digestsField = "body_digests"
+
+// digestPrefix marks per-field body digests in the Intent.Fields of records
+// written before digestsField, one entry per member; they are still read.
 const digestPrefix = "body:"
 
-func (in *input) digestFields() map[string]string {
-	if len(in.digests) == 0 {
+func (in *input) intentFields() map[string]string {
+	if in.digests == "" {
 		return nil
 	}
-	f := make(map[string]string, len(in.digests))
-	for k, v := range in.digests {
-		f[digestPrefix+k] = v
-	}
-	return f
+	return map[string]string{digestsField: in.digests}
 }
 
-// prepare reads the body (bounded) and fingerprints the request. It
-// answers 413 before anything is claimed.
-func (m *Middleware) prepare(r *http.Request) (*input, *Problem) {
-	tooLarge := problem(TypeBodyTooLarge, http.StatusRequestEntityTooLarge, "request body too large",
-		fmt.Sprintf("the request body exceeds %d bytes", m.cfg.MaxBody))
-	if r.ContentLength > m.cfg.MaxBody {
-		return nil, tooLarge
+func encodeDigests(d map[string]string) string {
+	var arr [16]string
+	names := arr[:0]
+	n := 0
+	for k, v := range d {
+		names = append(names, k)
+		n += len(k) + len(v) + 2
 	}
-	var body []byte
+	slices.Sort(names)
+	var sb strings.Builder
+	sb.Grow(n) // escaping a name may still grow it
+	for i, k := range names {
+		if i > 0 {
+			sb.WriteByte('&')
+		}
+		sb.Write(appendQueryEscape(nil, []byte(k)))
+		sb.WriteByte('=')
+		sb.WriteString(d[k])
+	}
+	return sb.String()
+}
+
+// decodeDigests reads what encodeDigests wrote into dst.
+func decodeDigests(dst map[string]string, s string) {
+	q, err := url.ParseQuery(s)
+	if err != nil {
+		return
+	}
+	for k, vs := range q {
+		if len(vs) > 0 {
+			dst[k] = vs[0]
+		}
+	}
+}
+
+// prepare reads the body (bounded) into in and fingerprints the request.
+// It answers 413 before anything is claimed.
+func (m *Middleware) prepare(r *http.Request, in *input) *Problem {
+	if r.ContentLength > m.cfg.MaxBody {
+		return m.tooLarge()
+	}
 	if r.Body != nil && r.Body != http.NoBody {
-		b, err := io.ReadAll(io.LimitReader(r.Body, m.cfg.MaxBody+1))
+		b, err := readBody(r.Body, r.ContentLength, m.cfg.MaxBody)
 		_ = r.Body.Close()
 		if err != nil {
-			return nil, problem("about:blank", http.StatusBadRequest, "request body unreadable", "")
+			return problem("about:blank", http.StatusBadRequest, "request body unreadable", "")
 		}
 		if int64(len(b)) > m.cfg.MaxBody {
-			return nil, tooLarge
+			return m.tooLarge()
 		}
-		body = b
+		in.body = b
 	}
-	isJSON := len(body) > 0 && idem.IsJSONContentType(r.Header.Get("Content-Type"))
-	fp, err := idem.FingerprintRequest(r.Method, m.cfg.Route(r), body, isJSON)
+	if len(in.body) == 0 || !idem.IsJSONContentType(r.Header.Get("Content-Type")) {
+		in.fp, _ = idem.FingerprintRequest(r.Method, m.cfg.Route(r), in.body, false)
+		return nil
+	}
+	var err error
+	in.fp, in.digests, in.object, err = fingerprintJSON(r.Method, m.cfg.Route(r), in.body)
 	if err != nil {
-		return nil, problem(TypeBodyInvalidJSON, http.StatusBadRequest, "invalid JSON body",
+		return problem(TypeBodyInvalidJSON, http.StatusBadRequest, "invalid JSON body",
 			"the body is declared as JSON but is not valid JSON: "+jsonReason(err))
 	}
-	in := &input{body: body, fp: fp}
-	if isJSON {
-		in.digests, _ = idem.TopLevelDigests(body) // nil unless an object
+	return nil
+}
+
+func (m *Middleware) tooLarge() *Problem {
+	return problem(TypeBodyTooLarge, http.StatusRequestEntityTooLarge, "request body too large",
+		fmt.Sprintf("the request body exceeds %d bytes", m.cfg.MaxBody))
+}
+
+// maxBodyHint caps the buffer a declared Content-Length allocates before
+// any byte arrives, so a client cannot reserve MaxBody per connection by
+// declaring it and sending nothing.
+const maxBodyHint = 64 << 10
+
+// readBody reads at most limit+1 bytes of body: a caller seeing more than
+// limit knows the body is too large. A known length (hint ≥ 0, already
+// checked against limit) sizes the buffer at once, up to maxBodyHint.
+func readBody(body io.Reader, hint, limit int64) ([]byte, error) {
+	size := int64(512)
+	if hint >= 0 {
+		size = min(hint+1, maxBodyHint) // room to see EOF without growing
 	}
-	return in, nil
+	b := make([]byte, 0, min(size, limit+1))
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow
+		}
+		n, err := body.Read(b[len(b):min(int64(cap(b)), limit+1)])
+		b = b[:len(b)+n]
+		switch {
+		case int64(len(b)) > limit, err == io.EOF:
+			return b, nil
+		case err != nil:
+			return b, err
+		}
+	}
 }
 
 func jsonReason(err error) string {
@@ -164,10 +239,23 @@ func jsonReason(err error) string {
 	return "malformed"
 }
 
+// call is one protected request and everything kept for it, allocated
+// once.
+type call struct {
+	m    *Middleware
+	w    http.ResponseWriter
+	r    *http.Request
+	next http.Handler
+	in   input
+	ctl  control
+	rec  recorder
+	body bodyReader
+	ran  bool // the handler was called: its response went to the client
+}
+
 // run executes the intent and answers the client.
-func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, req idem.Request, in *input) {
-	ctl := &control{}
-	var rec *recorder
+func (c *call) run(req idem.Request) {
+	m := c.m
 	if m.cfg.RecoverPanics {
 		defer func() {
 			if p := recover(); p != nil {
@@ -175,23 +263,14 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 					panic(p)
 				}
 				m.cfg.Logger.Error("idemhttp: handler panicked; record marked unknown", "panic", fmt.Sprint(p))
-				if rec == nil || !rec.wrote {
-					WriteProblem(w, problem("about:blank", http.StatusInternalServerError, "internal error", ""))
+				if !c.ran || !c.rec.wrote {
+					WriteProblem(c.w, problem("about:blank", http.StatusInternalServerError, "internal error", ""))
 				}
 			}
 		}()
 	}
-	res, err := m.engine.DoBytes(r.Context(), req, func(ctx context.Context, a *idem.Attempt) ([]byte, error) {
-		ctl.attempt = a
-		rec = newRecorder(w, m.allow, m.cfg.MaxResponse)
-		r2 := r.WithContext(context.WithValue(ctx, ctxKey{}, ctl))
-		r2.Body = io.NopCloser(bytes.NewReader(in.body))
-		r2.ContentLength = int64(len(in.body))
-		r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(in.body)), nil }
-		next.ServeHTTP(rec, r2)
-		return m.outcome(ctl, rec)
-	})
-	if rec != nil {
+	res, err := m.engine.DoBytes(c.r.Context(), req, c.effect)
+	if c.ran {
 		// The handler ran and its response went to the client as written;
 		// all that is left is to report what could not be recorded.
 		if err != nil && !errors.Is(err, idem.ErrReleased) && !errors.Is(err, idem.ErrUnknownOutcome) && !errors.Is(err, idem.ErrUnknown) {
@@ -199,24 +278,43 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 		}
 		return
 	}
-	m.answer(w, r, res, err, in)
+	m.answer(c.w, c.r, res, err, &c.in)
+}
+
+// effect runs the handler on the request, its body restored, under the
+// attempt's context.
+func (c *call) effect(ctx context.Context, a *idem.Attempt) ([]byte, error) {
+	c.ran = true
+	c.ctl.attempt = a
+	c.rec.reset(c.w, c.m.allow, c.m.cfg.MaxResponse)
+	c.body.rd.Reset(c.in.body)
+	r2 := c.r.WithContext(context.WithValue(ctx, ctxKey{}, &c.ctl))
+	r2.Body = &c.body
+	r2.ContentLength = int64(len(c.in.body))
+	body := c.in.body
+	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	c.next.ServeHTTP(&c.rec, r2)
+	return c.outcome()
 }
 
 var errMarkedUnknown = errors.New("idemhttp: handler marked the outcome unknown")
 
 // outcome maps what the handler did to the engine's vocabulary.
-func (m *Middleware) outcome(ctl *control, rec *recorder) ([]byte, error) {
-	release, unknown := ctl.decision()
-	rr := rec.response()
+func (c *call) outcome() ([]byte, error) {
+	release, unknown := c.ctl.decision()
 	switch {
 	case unknown:
 		return nil, idem.Unknown(errMarkedUnknown)
-	case release || slices.Contains(m.cfg.ReleaseStatuses, rr.Status):
+	case release || slices.Contains(c.m.cfg.ReleaseStatuses, c.rec.finalStatus()):
 		return nil, idem.Release(nil)
 	}
-	b, err := rr.Encode()
-	if err != nil {
-		return nil, idem.Unknown(err) // applied, but unrecordable
-	}
-	return b, nil
+	return c.rec.record(), nil
 }
+
+// bodyReader gives the handler the body read for the fingerprint, with
+// what io.NopCloser(bytes.NewReader) offered: Read, WriteTo and Close.
+type bodyReader struct{ rd bytes.Reader }
+
+func (b *bodyReader) Read(p []byte) (int, error)         { return b.rd.Read(p) }
+func (b *bodyReader) WriteTo(w io.Writer) (int64, error) { return b.rd.WriteTo(w) }
+func (b *bodyReader) Close() error                       { return nil }

@@ -1,13 +1,19 @@
 package idemhttp
 
 import (
-	"bytes"
 	"net/http"
+	"slices"
 )
+
+// recordBufSize is the initial capacity of a recording: the prelude and a
+// small body fit without growing.
+const recordBufSize = 512
 
 // recorder passes a handler's response through to the client as it is
 // written (so streaming and flushing work) and keeps a copy, up to max
-// bytes, to record.
+// bytes, to record. The copy is encoded as it is written: the prelude
+// (status and allow-listed headers, snapshot when the status is sent) and
+// then the body, straight into the record's bytes.
 type recorder struct {
 	w     http.ResponseWriter
 	allow map[string]bool
@@ -15,14 +21,14 @@ type recorder struct {
 
 	wrote    bool
 	status   int
-	header   http.Header
-	body     bytes.Buffer
+	buf      []byte // the record being built
+	bodyOff  int    // where the body starts in buf
 	size     int64
 	tooLarge bool
 }
 
-func newRecorder(w http.ResponseWriter, allow map[string]bool, max int64) *recorder {
-	return &recorder{w: w, allow: allow, max: max}
+func (r *recorder) reset(w http.ResponseWriter, allow map[string]bool, max int64) {
+	*r = recorder{w: w, allow: allow, max: max}
 }
 
 func (r *recorder) Header() http.Header { return r.w.Header() }
@@ -36,10 +42,25 @@ func (r *recorder) WriteHeader(code int) {
 		r.w.WriteHeader(code) // informational: sent, not the final status
 		return
 	}
+	r.snapshot(code)
+	r.w.WriteHeader(code)
+}
+
+// snapshot records the final status and the allow-listed headers as they
+// are when the status is sent.
+func (r *recorder) snapshot(code int) {
 	r.wrote = true
 	r.status = code
-	r.header = snapshot(r.w.Header(), r.allow)
-	r.w.WriteHeader(code)
+	h := r.w.Header()
+	var arr [16]string
+	names := arr[:0]
+	for k := range h {
+		if r.allow[k] {
+			names = append(names, k)
+		}
+	}
+	r.buf = appendPrelude(make([]byte, 0, recordBufSize), code, h, names)
+	r.bodyOff = len(r.buf)
 }
 
 func (r *recorder) Write(p []byte) (int, error) {
@@ -49,12 +70,12 @@ func (r *recorder) Write(p []byte) (int, error) {
 	n, err := r.w.Write(p)
 	r.size += int64(n)
 	if !r.tooLarge {
-		if int64(r.body.Len())+int64(n) > r.max {
+		if int64(len(r.buf)-r.bodyOff)+int64(n) > r.max {
 			// Never keep a truncated body: a replay would serve it as whole.
 			r.tooLarge = true
-			r.body = bytes.Buffer{}
+			r.buf = slices.Clone(r.buf[:r.bodyOff]) // and free the body's memory
 		} else {
-			r.body.Write(p[:n])
+			r.buf = append(r.buf, p[:n]...)
 		}
 	}
 	return n, err
@@ -72,21 +93,23 @@ func (r *recorder) Flush() {
 // deadlines). A handler that hijacks the connection leaves nothing to record.
 func (r *recorder) Unwrap() http.ResponseWriter { return r.w }
 
-// response returns what the handler sent, as recorded.
-func (r *recorder) response() *RecordedResponse {
+// finalStatus is the status the client got: 200 when the handler wrote
+// nothing.
+func (r *recorder) finalStatus() int {
 	if !r.wrote {
-		// A handler that wrote nothing answers 200 with no body.
-		r.status = http.StatusOK
-		r.header = snapshot(r.w.Header(), r.allow)
+		return http.StatusOK
 	}
-	rr := &RecordedResponse{Status: r.status, Header: r.header, Size: r.size}
+	return r.status
+}
+
+// record returns the encoded response. A handler that wrote nothing
+// answers 200 with no body, with the headers it set.
+func (r *recorder) record() []byte {
+	if !r.wrote {
+		r.snapshot(http.StatusOK)
+	}
 	if r.tooLarge {
-		rr.TooLarge = true
-	} else if r.body.Len() > 0 {
-		rr.Body = bytes.Clone(r.body.Bytes())
+		return markTooLarge(r.buf[:r.bodyOff], r.size)
 	}
-	if len(rr.Header) == 0 {
-		rr.Header = nil
-	}
-	return rr
+	return r.buf
 }
