@@ -141,6 +141,11 @@ func (e *Engine) do(ctx context.Context, req *Request, h Handler) (Result, Outco
 		return Result{}, OutcomeError, err
 	}
 	pol := e.policy(req.Policy)
+	ck := flightKey(req.Scope, string(req.Key))
+	if rec, ok := e.cache.get(ck, e.now()); ok {
+		return e.replay(req, rec)
+	}
+	// The journal is encoded only when a claim is about to be written.
 	var intent []byte
 	if req.Intent != nil {
 		b, err := json.Marshal(req.Intent)
@@ -148,10 +153,6 @@ func (e *Engine) do(ctx context.Context, req *Request, h Handler) (Result, Outco
 			return Result{}, OutcomeError, fmt.Errorf("idem: encode intent: %w", err)
 		}
 		intent = b
-	}
-	ck := flightKey(req.Scope, string(req.Key))
-	if rec, ok := e.cache.get(ck, e.now()); ok {
-		return e.replay(req, rec)
 	}
 	attemptID := newAttemptID()
 	var waitDeadline time.Time

@@ -122,24 +122,55 @@ func (e *Engine) get(ctx context.Context, scope, key string) (*Record, error) {
 	return out, err
 }
 
-// heartbeater extends an attempt's lease while its effect runs.
+// heartbeater extends an attempt's lease while its effect runs. It is a
+// timer, not a goroutine: most effects finish well inside a third of their
+// lease and never need a beat, so they should not pay for one.
 type heartbeater struct {
-	beat func(ctx context.Context) error
-	done chan struct{}
-	wg   sync.WaitGroup
-	once sync.Once
+	beat    func(ctx context.Context) error
+	ctx     context.Context
+	every   time.Duration
+	mu      sync.Mutex
+	t       *time.Timer
+	stopped bool
+	running sync.WaitGroup // beats in progress
 }
 
+// stop prevents further beats and waits for one in progress to end, so no
+// heartbeat reaches the store after the outcome is recorded.
 func (h *heartbeater) stop() {
-	h.once.Do(func() { close(h.done) })
-	h.wg.Wait()
+	h.mu.Lock()
+	h.stopped = true
+	if h.t != nil {
+		h.t.Stop()
+	}
+	h.mu.Unlock()
+	h.running.Wait()
+}
+
+func (h *heartbeater) fire() {
+	h.mu.Lock()
+	if h.stopped {
+		h.mu.Unlock()
+		return
+	}
+	h.running.Add(1)
+	h.mu.Unlock()
+	defer h.running.Done()
+	if err := h.beat(h.ctx); errors.Is(err, ErrFenced) || h.ctx.Err() != nil {
+		return
+	}
+	h.mu.Lock()
+	if !h.stopped {
+		h.t.Reset(h.every)
+	}
+	h.mu.Unlock()
 }
 
 // startHeartbeat extends rec's lease every third of lease. When the store
 // says the attempt is fenced, the effect's context is cancelled with
 // ErrFenced: another attempt owns the key now.
 func (e *Engine) startHeartbeat(ctx context.Context, rec Record, lease time.Duration, cancel context.CancelCauseFunc) *heartbeater {
-	h := &heartbeater{done: make(chan struct{})}
+	h := &heartbeater{ctx: ctx, every: lease / 3}
 	h.beat = func(ctx context.Context) error {
 		err := e.retry(ctx, "heartbeat", func() error {
 			return e.store.Heartbeat(ctx, HeartbeatParams{Scope: rec.Scope, Key: rec.Key, Fence: rec.Fence,
@@ -153,24 +184,9 @@ func (e *Engine) startHeartbeat(ctx context.Context, rec Record, lease time.Dura
 	if e.txBound {
 		return h // beat still works on demand, from the caller's goroutine
 	}
-	h.wg.Add(1)
-	go func() {
-		defer h.wg.Done()
-		t := time.NewTicker(lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-h.done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if err := h.beat(ctx); errors.Is(err, ErrFenced) {
-					return
-				}
-			}
-		}
-	}()
+	h.mu.Lock()
+	h.t = time.AfterFunc(h.every, h.fire)
+	h.mu.Unlock()
 	return h
 }
 
