@@ -62,7 +62,7 @@ func (s *Store) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult
 // whose confirmation needs the script's connection) the caller's own
 // in_progress claim. Absent and expired records go to the script.
 func (s *Store) claimRead(ctx context.Context, k keys, p idem.ClaimParams) (res idem.ClaimResult, done bool, err error) {
-	vals, err := s.client.HMGet(ctx, k.rec, recordStrings...).Result()
+	vals, err := s.readFields(ctx, k.rec)
 	if err != nil {
 		return res, false, storeErr("claim", err)
 	}
@@ -260,11 +260,30 @@ func (s *Store) Get(ctx context.Context, scope, key string) (*idem.Record, error
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	vals, err := s.client.HMGet(ctx, s.keysFor(scope, key).rec, recordStrings...).Result()
+	vals, err := s.readFields(ctx, s.keysFor(scope, key).rec)
 	if err != nil {
 		return nil, storeErr("get", err)
 	}
 	return decodeValues(vals)
+}
+
+// hmgetArgs is HMGET's argument list with a hole for the key: the field
+// names are boxed once here instead of on every read.
+var hmgetArgs = func() []interface{} {
+	a := []interface{}{"hmget", nil}
+	for _, f := range recordStrings {
+		a = append(a, f)
+	}
+	return a
+}()
+
+// readFields reads every field of the record hash rec, in recordStrings
+// order, with one HMGET.
+func (s *Store) readFields(ctx context.Context, rec string) ([]interface{}, error) {
+	args := make([]interface{}, len(hmgetArgs))
+	copy(args, hmgetArgs)
+	args[1] = rec
+	return s.client.Do(ctx, args...).Slice()
 }
 
 // run runs a write script on the record's keys and checks its reply shape.
