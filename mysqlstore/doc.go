@@ -65,9 +65,9 @@
 // the raw driver in the same run, the previous version run just before.
 // Load average 3 to 12 during the runs, which moves single cells by ±30%.
 //
-//	idem/raw            before (c=16 / c=64)   now (c=16 / c=64)
-//	replay              0.38 / 0.47            1.16 / 0.89
-//	first-time          0.59 / 0.61            0.56 / 0.71
+//	idem/raw            before (c=16 / c=64)   now, two runs (c=16 / c=64)
+//	replay              0.38 / 0.47            0.90–1.16 / 0.89–1.00
+//	first-time          0.59 / 0.61            0.56–0.62 / 0.70–0.71
 //
 // Replays gained the read-first path. First requests now cost the raw
 // statements' round trips (INSERT, then one batch), but the package

@@ -43,9 +43,9 @@
 // idem through the engine against raw commands (SET NX + HSET, HGETALL) in
 // the same run, the previous version run just before; load average 3 to 7.
 //
-//	idem/raw            before (c=16 / c=64)   now (c=16 / c=64)
-//	replay              0.48 / 0.50            0.72 / 0.71
-//	first-time          0.41 / 0.45            0.57 / 0.51
+//	idem/raw            before (c=16 / c=64)   now, two runs (c=16 / c=64)
+//	replay              0.48 / 0.50            0.72–1.00 / 0.71–0.93
+//	first-time          0.41 / 0.45            0.52–0.57 / 0.43–0.51
 //
 // A first request is two scripts (claim, finish) against two plain
 // commands. On Redis 7.0 a script call costs several times a plain command
