@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testenv"
 	"github.com/idemkit/idem/mysqlstore"
 )
 
@@ -38,17 +39,18 @@ type benchEnv struct {
 	seq   atomic.Int64
 }
 
+// newBenchEnv opens the store as an application would (Open, its own
+// pool), and gives the raw side a pool with as many idle connections.
 func newBenchEnv(b *testing.B) *benchEnv {
-	db := sharedPool(b)
-	db.SetMaxIdleConns(32)
+	db := sharedPool(b) // interpolateParams, as Open sets
+	db.SetMaxIdleConns(16)
+	dsn := testenv.MySQL.Need(b)
 	table := testTable(b, db)
-	st, err := mysqlstore.New(db, mysqlstore.Config{Table: table})
+	st, err := mysqlstore.Open(context.Background(), dsn, mysqlstore.Config{Table: table, Migrate: true})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := st.Migrate(context.Background()); err != nil {
-		b.Fatal(err)
-	}
+	b.Cleanup(func() { st.Close() })
 	return &benchEnv{db: db, st: st, table: table}
 }
 

@@ -23,13 +23,25 @@ type Config struct {
 	// Migrate applies the embedded migrations when the store is opened.
 	// Defaults to false: run `idem migrate` or [Store.Migrate] instead.
 	Migrate bool
+	// MaxOpenConns caps the connections of the pool [Open] creates, so a
+	// burst of callers queues in the pool rather than exceeding the
+	// server's max_connections ("Error 1040: Too many connections"). A
+	// negative value means no cap. [New] ignores it: the caller configures
+	// its own pool. Defaults to 32.
+	MaxOpenConns int
 }
+
+// DefaultMaxOpenConns is Config.MaxOpenConns's default.
+const DefaultMaxOpenConns = 32
 
 // withDefaults returns c with defaults filled in, or an error naming the
 // invalid field.
 func (c Config) withDefaults() (Config, error) {
 	if c.Table == "" {
 		c.Table = DefaultTable
+	}
+	if c.MaxOpenConns == 0 {
+		c.MaxOpenConns = DefaultMaxOpenConns
 	}
 	if err := validateTable(c.Table); err != nil {
 		return c, err

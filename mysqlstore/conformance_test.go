@@ -84,3 +84,30 @@ func TestConstraintEvidence(t *testing.T) {
 		t.Errorf("the real store ran %d duplicate effects", extra)
 	}
 }
+
+// TestConformanceOpen runs the suite on stores made by Open, whose pool
+// allows multi-statement batches: Finish takes its one-round-trip path.
+func TestConformanceOpen(t *testing.T) {
+	db, dsn := rawDB(t)
+	open := func(t *testing.T, table string) *mysqlstore.Store {
+		st, err := mysqlstore.Open(context.Background(), dsn, mysqlstore.Config{Table: table, Migrate: true, MaxOpenConns: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	var tables sync.Map // *mysqlstore.Store → table name
+	storetest.Run(t, storetest.Harness{
+		NewStore: func(t *testing.T) idem.Store {
+			st := open(t, testTable(t, db))
+			tables.Store(st, st.Table())
+			return st
+		},
+		NewPeer: func(t *testing.T, st idem.Store) idem.Store {
+			table, _ := tables.Load(st)
+			peer := open(t, table.(string))
+			t.Cleanup(func() { peer.Close() })
+			return peer
+		},
+	})
+}

@@ -2,6 +2,7 @@ package mysqlstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -44,4 +45,17 @@ func (c checkThenInsert) Claim(ctx context.Context, p idem.ClaimParams) (idem.Cl
 		return idem.ClaimResult{}, c.wrap("claim", err)
 	}
 	return idem.ClaimResult{Record: newClaim(p, 1), Claimed: true}, nil
+}
+
+// PoolStats reports the store's connection pool.
+func (s *Store) PoolStats() sql.DBStats { return s.db.Stats() }
+
+// PinClaimPath makes the next claims take the read-first path (true) or
+// the INSERT-first path (false), until the mix moves again.
+func (s *Store) PinClaimPath(readFirst bool) {
+	if readFirst {
+		s.mix.score.Store(mixBound)
+	} else {
+		s.mix.score.Store(-mixBound)
+	}
 }

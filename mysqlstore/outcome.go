@@ -9,8 +9,19 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// Finish implements [idem.Store.Finish]. It reads the record, decides in Go
-// whether the write is allowed (or already done), and writes with an UPDATE
+// Finish implements [idem.Store.Finish].
+//
+// On a store made by [Open] (outside WithTx) it is one round trip: a batch
+// of the read, an UPDATE conditioned on the fence, the attempt and the
+// states the outcome may follow, and SELECT ROW_COUNT(). A changed row
+// means the write happened, and the record is the read with the written
+// fields over it; otherwise the read tells a retried write (the same
+// outcome already there: success), a lost record (ErrFenced), and a record
+// that changed between the statements (decided again).
+//
+// Otherwise (a pool from [New], whose DSN may not allow several statements
+// per query, or a transaction) it reads the record, decides in Go whether
+// the write is allowed (or already done), and writes with an UPDATE
 // conditioned on the fence, attempt and state it read, so a concurrent
 // change makes the UPDATE match nothing and the decision is taken again.
 func (s *Store) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
@@ -23,8 +34,12 @@ func (s *Store) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, 
 	if err := checkIdentity(p.Scope, p.Key); err != nil {
 		return nil, err
 	}
+	round := s.finishRound
+	if s.multi && s.tx == nil {
+		round = s.finishBatch
+	}
 	for range maxRounds {
-		r, done, err := s.finishRound(ctx, p)
+		r, done, err := round(ctx, p)
 		if err != nil || done {
 			return r, err
 		}
@@ -64,6 +79,80 @@ func (s *Store) finishRound(ctx context.Context, p idem.FinishParams) (*idem.Rec
 		rec.Result, rec.ExpiresAt = p.Result, norm(p.ExpiresAt)
 	}
 	return rec, true, nil
+}
+
+// finishBatch is one round of Finish as a single SELECT+UPDATE+ROW_COUNT
+// batch: the same read-decide-write as finishRound, with the decision
+// taken in SQL and checked against the read afterwards.
+func (s *Store) finishBatch(ctx context.Context, p idem.FinishParams) (*idem.Record, bool, error) {
+	var args []any
+	query := s.sql.finishOne
+	if p.State == idem.StateUnknown {
+		query = s.sql.unknownOne
+		args = []any{p.Scope, p.Key, micros(p.CompletedAt), p.Scope, p.Key, p.Fence, p.AttemptID}
+	} else {
+		args = []any{p.Scope, p.Key, string(p.State), nullBytes(p.Result), micros(p.CompletedAt),
+			micros(p.ExpiresAt), p.Scope, p.Key, p.Fence, p.AttemptID}
+	}
+	rec, changed, err := s.queryFinish(ctx, query, args)
+	switch {
+	case s.retryable(err):
+		return nil, false, nil
+	case err != nil:
+		return nil, true, s.wrap("finish", err)
+	}
+	mine := rec != nil && rec.Fence == p.Fence && rec.AttemptID == p.AttemptID
+	switch {
+	case changed > 0 && mine:
+		return overlay(rec, p), true, nil
+	case changed > 0:
+		// The record became ours between the read and the write: only
+		// a retry can read what was written over.
+		return nil, false, nil
+	case rec == nil:
+		return nil, true, fenced("finish", nil, p.Fence, p.AttemptID)
+	case !mine:
+		return nil, true, fenced("finish", rec, p.Fence, p.AttemptID)
+	case sameOutcome(rec, p):
+		return rec, true, nil // a retried write whose answer was lost
+	case finishAllowed(rec.State, p.State):
+		return nil, false, nil // changed between the read and the write
+	}
+	return nil, true, fenced("finish", rec, p.Fence, p.AttemptID)
+}
+
+// queryFinish runs a finish batch and returns the record as read (nil if
+// absent) and the rows the UPDATE changed.
+func (s *Store) queryFinish(ctx context.Context, query string, args []any) (rec *idem.Record, changed int64, err error) {
+	rows, err := s.q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	if rows.Next() {
+		if rec, err = scanRecord(rows); err != nil {
+			return nil, 0, err
+		}
+	}
+	if !rows.NextResultSet() || !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, 0, err
+		}
+		return nil, 0, errors.New("finish batch: no ROW_COUNT() result")
+	}
+	if err := rows.Scan(&changed); err != nil {
+		return nil, 0, err
+	}
+	return rec, changed, rows.Close()
+}
+
+// overlay returns r with the fields a Finish with p wrote.
+func overlay(r *idem.Record, p idem.FinishParams) *idem.Record {
+	r.Fence, r.AttemptID, r.State, r.CompletedAt = p.Fence, p.AttemptID, p.State, norm(p.CompletedAt)
+	if p.State != idem.StateUnknown {
+		r.Result, r.ExpiresAt = p.Result, norm(p.ExpiresAt)
+	}
+	return r
 }
 
 // sameOutcome reports whether r already holds p's outcome. An unknown

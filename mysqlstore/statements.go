@@ -12,6 +12,8 @@ type statements struct {
 	getShared   string // locking read after a duplicate, inside a transaction
 	getExcl     string // locking read before a write, inside a transaction
 	finish      string
+	finishOne   string // terminal outcome and read-back in one round trip
+	unknownOne  string // unknown outcome and read-back in one round trip
 	heartbeat   string
 	release     string
 	resolveTo   string
@@ -39,6 +41,16 @@ func buildStatements(table string) statements {
 		getExcl:   get + " FOR UPDATE",
 		finish: "UPDATE " + t + " SET state = ?, result = ?, completed_at = ?, expires_at = ? " +
 			"WHERE scope = ? AND `key` = ? AND fence = ? AND attempt_id = ? AND state = ?",
+		// Finish in one round trip (multiStatements, on Open's pool): read
+		// the record, UPDATE it if fence, attempt and state allow, and
+		// report ROW_COUNT(). The read comes first, as in the two-trip
+		// path, so a record that moves on after the write cannot hide it.
+		finishOne: get + "; UPDATE " + t + " SET state = ?, result = ?, completed_at = ?, expires_at = ? " +
+			"WHERE scope = ? AND `key` = ? AND fence = ? AND attempt_id = ? AND state IN ('in_progress', 'unknown'); " +
+			"SELECT ROW_COUNT()",
+		unknownOne: get + "; UPDATE " + t + " SET state = 'unknown', completed_at = ? " +
+			"WHERE scope = ? AND `key` = ? AND fence = ? AND attempt_id = ? AND state = 'in_progress'; " +
+			"SELECT ROW_COUNT()",
 		heartbeat: "UPDATE " + t + " SET lease_until = ? " +
 			"WHERE scope = ? AND `key` = ? AND fence = ? AND attempt_id = ? AND state = 'in_progress'",
 		release: "DELETE FROM " + t + " WHERE scope = ? AND `key` = ? AND fence = ? AND attempt_id = ? " +

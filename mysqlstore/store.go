@@ -28,13 +28,16 @@ type Store struct {
 	table   string
 	sql     statements
 	owned   bool         // Close closes db (Open made it)
+	multi   bool         // the pool allows several statements per query
+	mix     *claimMix    // shared with the WithTx views of this store
 	migrate bool         // Open applies migrations
 	closed  *atomic.Bool // shared with the WithTx views of this store
 }
 
 var _ idem.Store = (*Store)(nil)
 
-// openIdleConns is the idle pool size of a store made by Open.
+// openIdleConns is the idle pool size of a store made by Open (capped by
+// Config.MaxOpenConns).
 const openIdleConns = 16
 
 // Open connects to the MySQL or MariaDB server named by dsn (the
@@ -45,29 +48,43 @@ const openIdleConns = 16
 // Open turns on the driver's interpolateParams option, so that each
 // statement costs one round trip instead of a prepare and an execute; the
 // store passes only integers and byte strings, which the driver escapes as
-// binary literals. Times are stored as integers, so parseTime and loc in the
-// DSN do not matter. The pool keeps up to 16 idle connections (database/sql
-// keeps 2 by default, which makes a concurrent workload reconnect on almost
-// every statement); for other pool settings, open the pool yourself and use
-// [New].
+// binary literals. It also turns on multiStatements, so that Finish can
+// write the outcome and read the record back in one round trip; every
+// value still reaches the server escaped by the driver. Times are stored
+// as integers, so parseTime and loc in the DSN do not matter. The pool
+// opens at most [Config].MaxOpenConns connections (32 by default; callers
+// beyond that wait for a free one instead of making the server refuse
+// connections) and keeps up to 16 idle (database/sql keeps 2 by default,
+// which makes a concurrent workload reconnect on almost every statement);
+// for other pool settings, open the pool yourself and use [New].
 func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 	mc, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("mysqlstore: dsn: %w", err)
 	}
 	mc.InterpolateParams = true
+	mc.MultiStatements = true
 	connector, err := mysql.NewConnector(mc)
 	if err != nil {
 		return nil, fmt.Errorf("mysqlstore: dsn: %w", err)
 	}
+	cfg, err = cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
 	db := sql.OpenDB(connector)
-	db.SetMaxIdleConns(openIdleConns)
+	idle := openIdleConns
+	if cfg.MaxOpenConns > 0 {
+		db.SetMaxOpenConns(cfg.MaxOpenConns)
+		idle = min(idle, cfg.MaxOpenConns)
+	}
+	db.SetMaxIdleConns(idle)
 	s, err := newStore(db, cfg)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	s.owned = true
+	s.owned, s.multi = true, true
 	if err := s.start(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -99,7 +116,8 @@ func newStore(db *sql.DB, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{db: db, q: db, table: cfg.Table, sql: buildStatements(cfg.Table), migrate: cfg.Migrate, closed: new(atomic.Bool)}, nil
+	return &Store{db: db, q: db, table: cfg.Table, sql: buildStatements(cfg.Table), migrate: cfg.Migrate,
+		closed: new(atomic.Bool), mix: new(claimMix)}, nil
 }
 
 // start checks the connection and applies migrations if configured.

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -17,11 +18,22 @@ import (
 // claim-or-return-existing is one atomic round trip and a replay writes
 // nothing. With Config.Wait set, a successful claim is confirmed durable
 // (WAIT/WAITAOF on the same connection) before it is returned.
+//
+// When recent claims mostly found a live record, Claim first reads the
+// record with a plain HMGET (no script): a replay then costs what a raw
+// read costs. The read decides nothing; when it finds no live record (or
+// an expired one) the script runs and decides as above.
 func (s *Store) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult, error) {
 	if err := s.check(); err != nil {
 		return idem.ClaimResult{}, err
 	}
 	k := s.keysFor(p.Scope, p.Key)
+	if s.readFirst && s.mix.readFirst() {
+		res, done, err := s.claimRead(ctx, k, p)
+		if err != nil || done {
+			return res, err
+		}
+	}
 	args := []interface{}{encTime(p.Now), p.AttemptID, p.Fingerprint.String(), p.Intent,
 		encTime(p.LeaseUntil), p.Scope, p.Key, s.pubCmd}
 	res, err := s.claimRun(ctx, k, args)
@@ -29,6 +41,7 @@ func (s *Store) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult
 		return idem.ClaimResult{}, storeErr("claim", err)
 	}
 	status, _ := res[0].(string)
+	s.mix.observe(status != "claimed")
 	if status == "claimed" {
 		fence, _ := res[1].(int64)
 		return idem.ClaimResult{Claimed: true, Record: idem.Record{
@@ -42,6 +55,33 @@ func (s *Store) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult
 		return idem.ClaimResult{}, err
 	}
 	return idem.ClaimResult{Record: *rec, Claimed: status == "own"}, nil
+}
+
+// claimRead is Claim's read-first path. done is true when the read alone
+// answers: a live record held by someone else, or (without Config.Wait,
+// whose confirmation needs the script's connection) the caller's own
+// in_progress claim. Absent and expired records go to the script.
+func (s *Store) claimRead(ctx context.Context, k keys, p idem.ClaimParams) (res idem.ClaimResult, done bool, err error) {
+	vals, err := s.readFields(ctx, k.rec)
+	if err != nil {
+		return res, false, storeErr("claim", err)
+	}
+	rec, err := decodeValues(vals)
+	if errors.Is(err, idem.ErrNotFound) {
+		return res, false, nil // the script decides, and records the mix
+	}
+	if err != nil {
+		return res, false, storeErr("claim", err)
+	}
+	if rec.Expired(p.Now) {
+		return res, false, nil
+	}
+	own := rec.State == idem.StateInProgress && rec.AttemptID == p.AttemptID
+	if own && s.wait != nil {
+		return res, false, nil
+	}
+	s.mix.observe(true)
+	return idem.ClaimResult{Record: *rec, Claimed: own}, true, nil
 }
 
 // claimRun runs the claim script, through a pinned connection followed by
@@ -215,16 +255,35 @@ func (s *Store) SetMark(ctx context.Context, scope, key string, fence int64, mar
 	return statusErr("set mark", res)
 }
 
-// Get implements [idem.Store.Get] with one HGETALL.
+// Get implements [idem.Store.Get] with one HMGET of every field.
 func (s *Store) Get(ctx context.Context, scope, key string) (*idem.Record, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	m, err := s.client.HGetAll(ctx, s.keysFor(scope, key).rec).Result()
+	vals, err := s.readFields(ctx, s.keysFor(scope, key).rec)
 	if err != nil {
 		return nil, storeErr("get", err)
 	}
-	return decodeMap(m)
+	return decodeValues(vals)
+}
+
+// hmgetArgs is HMGET's argument list with a hole for the key: the field
+// names are boxed once here instead of on every read.
+var hmgetArgs = func() []interface{} {
+	a := []interface{}{"hmget", nil}
+	for _, f := range recordStrings {
+		a = append(a, f)
+	}
+	return a
+}()
+
+// readFields reads every field of the record hash rec, in recordStrings
+// order, with one HMGET.
+func (s *Store) readFields(ctx context.Context, rec string) ([]interface{}, error) {
+	args := make([]interface{}, len(hmgetArgs))
+	copy(args, hmgetArgs)
+	args[1] = rec
+	return s.client.Do(ctx, args...).Slice()
 }
 
 // run runs a write script on the record's keys and checks its reply shape.
@@ -262,7 +321,7 @@ func statusErr(op string, res []interface{}) error {
 	}
 }
 
-// recordFrom decodes {status, HGETALL} replies.
+// recordFrom decodes {status, HMGET of every field} replies.
 func recordFrom(op string, res []interface{}) (*idem.Record, error) {
 	if err := statusErr(op, res); err != nil {
 		if st, _ := res[0].(string); st != "own" && st != "exists" {
@@ -272,8 +331,8 @@ func recordFrom(op string, res []interface{}) (*idem.Record, error) {
 	if len(res) < 2 {
 		return nil, storeErr(op, fmt.Errorf("script reply without record"))
 	}
-	flat, _ := res[1].([]interface{})
-	rec, err := decodeFields(flat)
+	vals, _ := res[1].([]interface{})
+	rec, err := decodeValues(vals)
 	if err != nil {
 		return nil, storeErr(op, err)
 	}

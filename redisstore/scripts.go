@@ -6,31 +6,45 @@ import "github.com/redis/go-redis/v9"
 // KEYS[2] = the record's channel; both carry the same hash tag, so a script
 // touches one Cluster slot. The publish command ("spublish", "publish" or
 // "" for none) is the last argument. Replies are tables whose first element
-// is a status word.
+// is a status word. Scripts run by EVALSHA: go-redis's Script.Run sends
+// EVALSHA and falls back to EVAL (which caches the script) only on
+// NOSCRIPT, so each script body crosses the wire once per server.
+
+// luaFields is recordFields as Lua arguments; scripts that return a
+// record return HMGET(rec, luaFields), positional, which decodeValues
+// reads. Lua indexes: s=1 k=2 fp=3 st=4 f=5 a=6 in=7 r=8 m=9 c=10 l=11
+// d=12 x=13.
+const luaFields = "'s', 'k', 'fp', 'st', 'f', 'a', 'in', 'r', 'm', 'c', 'l', 'd', 'x'"
 
 // claimScript: absent, or terminal and expired at ARGV[1] → write a new
 // in_progress record (fence 1, or old fence + 1); in_progress held by the
 // same attempt → "own" (the caller's earlier claim whose answer was lost);
-// anything else → "exists", without writing.
+// anything else → "exists", without writing. One HMGET reads everything
+// the decision and the reply need. A new key gets only the fields it has
+// (absent fields read as empty); a taken-over key has the old outcome's
+// fields blanked.
 //
 // ARGV: now, attempt, fingerprint, intent, lease_until, scope, key, pub.
 var claimScript = redis.NewScript(`
 local rec = KEYS[1]
-local h = redis.call('HMGET', rec, 'st', 'a', 'x')
-local st = h[1]
+local h = redis.call('HMGET', rec, ` + luaFields + `)
+local st = h[4]
+local fence = 1
 if st then
-  local expired = (st == 'succeeded' or st == 'failed') and h[3] and h[3] ~= '' and tonumber(h[3]) <= tonumber(ARGV[1])
+  local x = h[13]
+  local expired = (st == 'succeeded' or st == 'failed') and x and x ~= '' and tonumber(x) <= tonumber(ARGV[1])
   if not expired then
-    if st == 'in_progress' and h[2] == ARGV[2] then
-      return {'own', redis.call('HGETALL', rec)}
-    end
-    return {'exists', redis.call('HGETALL', rec)}
+    if st == 'in_progress' and h[6] == ARGV[2] then return {'own', h} end
+    return {'exists', h}
   end
+  fence = tonumber(h[5]) + 1
+  redis.call('HSET', rec, 's', ARGV[6], 'k', ARGV[7], 'fp', ARGV[3], 'st', 'in_progress', 'f', fence,
+    'a', ARGV[2], 'in', ARGV[4], 'r', '', 'm', '', 'c', ARGV[1], 'l', ARGV[5], 'd', '', 'x', '')
+  redis.call('PERSIST', rec)
+else
+  redis.call('HSET', rec, 's', ARGV[6], 'k', ARGV[7], 'fp', ARGV[3], 'st', 'in_progress', 'f', 1,
+    'a', ARGV[2], 'in', ARGV[4], 'c', ARGV[1], 'l', ARGV[5])
 end
-redis.call('HSET', rec, 's', ARGV[6], 'k', ARGV[7], 'fp', ARGV[3], 'st', 'in_progress',
-  'a', ARGV[2], 'in', ARGV[4], 'r', '', 'm', '', 'c', ARGV[1], 'l', ARGV[5], 'd', '', 'x', '')
-local fence = redis.call('HINCRBY', rec, 'f', 1)
-if st then redis.call('PERSIST', rec) end
 if ARGV[8] ~= '' then redis.call(ARGV[8], KEYS[2], 'c') end
 return {'claimed', fence}
 `)
@@ -39,27 +53,32 @@ return {'claimed', fence}
 // are accepted from in_progress or unknown and get a key TTL at
 // ARGV[7] (ExpiresAt plus the grace, in Unix ms); unknown only from
 // in_progress. The same outcome already recorded → "ok" without writing.
+// The reply is the record after the call, built from the one HMGET and
+// the values written, so Finish costs no second read.
 //
 // ARGV: fence, attempt, state, result, completed_at, expires_at, pexpireat, pub.
 var finishScript = redis.NewScript(`
 local rec = KEYS[1]
-local h = redis.call('HMGET', rec, 'st', 'f', 'a', 'r')
-local st = h[1]
-if not st or h[2] ~= ARGV[1] or h[3] ~= ARGV[2] then return {'fenced'} end
+local h = redis.call('HMGET', rec, ` + luaFields + `)
+local st = h[4]
+if not st or h[5] ~= ARGV[1] or h[6] ~= ARGV[2] then return {'fenced'} end
 local want = ARGV[3]
-if st == want and (want == 'unknown' or h[4] == ARGV[4]) then
-  return {'ok', redis.call('HGETALL', rec)}
+if st == want and (want == 'unknown' or h[8] == ARGV[4]) then
+  return {'ok', h}
 end
 if want == 'unknown' then
   if st ~= 'in_progress' then return {'fenced'} end
   redis.call('HSET', rec, 'st', 'unknown', 'd', ARGV[5])
+  h[12] = ARGV[5]
 else
   if st ~= 'in_progress' and st ~= 'unknown' then return {'fenced'} end
   redis.call('HSET', rec, 'st', want, 'r', ARGV[4], 'd', ARGV[5], 'x', ARGV[6])
   if ARGV[7] ~= '' then redis.call('PEXPIREAT', rec, ARGV[7]) end
+  h[8], h[12], h[13] = ARGV[4], ARGV[5], ARGV[6]
 end
+h[4] = want
 if ARGV[8] ~= '' then redis.call(ARGV[8], KEYS[2], 'f') end
-return {'ok', redis.call('HGETALL', rec)}
+return {'ok', h}
 `)
 
 // releaseScript deletes the record held by (fence, attempt) while it is
@@ -118,7 +137,7 @@ else
   if ARGV[10] ~= '' then redis.call('PEXPIREAT', rec, ARGV[10]) else redis.call('PERSIST', rec) end
 end
 if ARGV[11] ~= '' then redis.call(ARGV[11], KEYS[2], 'v') end
-return {'ok', redis.call('HGETALL', rec)}
+return {'ok', redis.call('HMGET', rec, ` + luaFields + `)}
 `)
 
 // setMarkScript stores a reconciliation mark while the fence matches.

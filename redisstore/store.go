@@ -96,6 +96,11 @@ type Store struct {
 	cluster *redis.ClusterClient
 	hub     *hub
 	closed  atomic.Bool
+
+	// readFirst allows Claim's plain-read path: false when reads may be
+	// served by replicas, whose copy may lag the primary's.
+	readFirst bool
+	mix       claimMix
 }
 
 var (
@@ -121,6 +126,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	}
 	s := &Store{client: client, prefix: cfg.Prefix, wait: cfg.Wait, grace: cfg.ExpiryGrace}
 	s.cluster, _ = client.(*redis.ClusterClient)
+	s.readFirst = primaryReads(client)
 	if err := s.probe(ctx, cfg); err != nil {
 		return nil, err
 	}
