@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idem/mysqlstore"
 	"net/url"
 	"strings"
 
@@ -28,9 +29,10 @@ func openMySQLTarget(ctx context.Context, d storeopen.DSN, name string) (*target
 		_ = db.Close()
 		return nil, fmt.Errorf("cannot reach the server: %w", err)
 	}
-	// The pool policy mysqlstore.Open uses (16 idle, no cap), so that both
-	// sides hold as many server connections as each other.
-	db.SetMaxIdleConns(16)
+	// The pool policy mysqlstore.Open uses by default, so that both sides
+	// hold as many server connections as each other.
+	db.SetMaxOpenConns(mysqlstore.DefaultMaxOpenConns)
+	db.SetMaxIdleConns(min(16, mysqlstore.DefaultMaxOpenConns))
 	raw := &mysqlRaw{db: db, table: name + "_raw"}
 	if err := raw.create(ctx); err != nil {
 		_ = db.Close()
