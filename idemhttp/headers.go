@@ -39,13 +39,3 @@ func allowList(extra []string) (map[string]bool, error) {
 	return allow, nil
 }
 
-// snapshot copies the allow-listed headers of h.
-func snapshot(h http.Header, allow map[string]bool) http.Header {
-	out := make(http.Header)
-	for k, vs := range h {
-		if allow[k] {
-			out[k] = append([]string(nil), vs...)
-		}
-	}
-	return out
-}
