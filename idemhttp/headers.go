@@ -38,4 +38,3 @@ func allowList(extra []string) (map[string]bool, error) {
 	}
 	return allow, nil
 }
-
