@@ -127,6 +127,19 @@ func (o ops) claimOnce(ctx context.Context, p idem.ClaimParams) (rec idem.Record
 		res := b.submit(ctx, "claim", p.Scope, p.Key, o.sql.claim, args)
 		rec, claimed, found, err = res.rec, res.flag, res.found, res.err
 	} else {
+		if !mix.readFirst() {
+			// Mostly first-time requests: try the plain insert. A row back
+			// is our claim; none means the key is taken, and the claim
+			// statement below reads it (one more round trip, rare here).
+			rec, err = scanRecord(o.db.queryRow(ctx, o.sql.insertOnly, args...), &claimed)
+			if err == nil {
+				mix.observe(false)
+				return rec, claimed, true, nil
+			}
+			if !isNoRows(err) {
+				return rec, false, false, err
+			}
+		}
 		rec, err = scanRecord(o.db.queryRow(ctx, o.sql.claim, args...), &claimed)
 		found = err == nil
 		if isNoRows(err) {

@@ -65,3 +65,7 @@ func (s *Store) BatchFallbacks() int64 {
 	}
 	return s.batch.fallbacks.Load()
 }
+
+// ForceInsertFirst puts the claim-path chooser into its first-time mode
+// (plain insert first), as after a run of new keys.
+func ForceInsertFirst(s *Store) { s.mix.score.Store(-mixBound) }

@@ -48,6 +48,10 @@ func TestDuplicateNeverWrites(t *testing.T) {
 	}
 	_, tuples0 := counters()
 	st := s.WithTx(tx)
+	// Start in the first-time mode, so the early replays go through the
+	// plain insert (ON CONFLICT DO NOTHING) and the later ones, after the
+	// chooser has switched, through the read-first path: neither may write.
+	pgstore.ForceInsertFirst(s)
 	for i := range 200 {
 		if got := mustClaim(t, st, claimParams("k", "dup", t0.Add(time.Duration(i)*time.Second))); got.Claimed {
 			t.Fatalf("replay %d claimed the key", i)

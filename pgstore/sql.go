@@ -12,7 +12,7 @@ const columns = "scope, key, fingerprint, state, fence, attempt_id, intent, resu
 // CockroachDB and YugabyteDB also accept; pg_notify is left out when
 // notifications are disabled.
 type statements struct {
-	claim, reclaim                string
+	claim, insertOnly, reclaim    string
 	finishTerminal, finishUnknown string
 	release, heartbeat            string
 	resolveUpdate, resolveDelete  string
@@ -54,6 +54,15 @@ func buildStatements(table string, notify bool) statements {
 SELECT * FROM cur
 UNION ALL
 SELECT * FROM ins`),
+
+		// The first-time fast path: a plain insert decided by the primary
+		// key. No row back means the key exists (or a concurrent inserter
+		// won); the caller then runs the claim statement above, which reads
+		// the existing row and handles the snapshot trap.
+		insertOnly: r.Replace(`INSERT INTO {T} (scope, key, fingerprint, state, fence, attempt_id, intent, mark, created_at, lease_until)
+VALUES ($1, $2, $3, 'in_progress', 1, $4, $5, '', $6, $7)
+ON CONFLICT (scope, key) DO NOTHING
+RETURNING {COLS}, true AS claimed`),
 
 		// Take over an expired terminal record. Every condition that made it
 		// reclaimable is re-checked here, against the fence that was read.
