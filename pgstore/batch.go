@@ -15,19 +15,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/groupcommit"
 )
 
 // flushTimeout bounds one batch's round trips and commit. Callers do not
 // wait for it: each leaves when its own ctx ends.
 const flushTimeout = 30 * time.Second
-
-// Request states: queued until the batcher takes it, or abandoned by a
-// caller whose ctx ended first (the batcher then skips it).
-const (
-	reqQueued int32 = iota
-	reqTaken
-	reqAbandoned
-)
 
 // batchReq is one write waiting for a batch: a statement returning the
 // record columns and one boolean (claim: claimed; finish: notified).
@@ -35,7 +28,7 @@ type batchReq struct {
 	scope, key string
 	sql        string
 	args       []any
-	state      atomic.Int32
+	ticket     groupcommit.Ticket
 	done       chan batchRes // buffered: the batcher never blocks on it
 }
 
@@ -119,10 +112,10 @@ func (b *batcher) submit(ctx context.Context, op, scope, key, sql string, args [
 	case <-ctx.Done():
 		// Taken already, the write may still commit: as with a lost answer,
 		// the caller's retry recognises its own attempt.
-		r.state.CompareAndSwap(reqQueued, reqAbandoned)
+		r.ticket.Abandon()
 		return batchRes{err: wrap(op, ctx.Err())}
 	case <-b.quit:
-		if r.state.CompareAndSwap(reqQueued, reqAbandoned) {
+		if r.ticket.Abandon() {
 			return batchRes{err: errClosed(op)}
 		}
 		return <-r.done
@@ -152,37 +145,15 @@ func (b *batcher) loop() {
 // collect gathers up to max requests, waiting at most the window after
 // the first; it keeps only requests whose callers are still waiting.
 func (b *batcher) collect(first *batchReq) []*batchReq {
-	batch := []*batchReq{first}
-	timer := time.NewTimer(b.window)
-	defer timer.Stop()
-gather:
-	for len(batch) < b.max {
-		select {
-		case r := <-b.queue:
-			batch = append(batch, r)
-		case <-timer.C:
-			break gather
-		case <-b.quit:
-			break gather
-		}
-	}
-	return slices.DeleteFunc(batch, func(r *batchReq) bool {
-		return !r.state.CompareAndSwap(reqQueued, reqTaken)
-	})
+	return groupcommit.Collect(first, b.queue, b.quit, b.window, b.max)
 }
 
 func (b *batcher) drain() {
-	for {
-		select {
-		case r := <-b.queue:
-			if r.state.CompareAndSwap(reqQueued, reqTaken) {
-				r.done <- batchRes{err: errClosed("batch")}
-			}
-		default:
-			return
-		}
-	}
+	groupcommit.Drain(b.queue, func(r *batchReq) { r.done <- batchRes{err: errClosed("batch")} })
 }
+
+// GroupTicket implements groupcommit.Request.
+func (r *batchReq) GroupTicket() *groupcommit.Ticket { return &r.ticket }
 
 // flush runs one batch and answers every request in it.
 func (b *batcher) flush(batch []*batchReq) {

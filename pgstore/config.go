@@ -2,8 +2,8 @@ package pgstore
 
 import (
 	"fmt"
+	"github.com/idemkit/idem/internal/groupcommit"
 	"strings"
-	"time"
 )
 
 // Config configures a [Store]. The zero value is usable: it keeps records in
@@ -39,42 +39,18 @@ type Config struct {
 	Batch Batch
 }
 
-// Batch configures group commit. Each caller is answered only after the
-// transaction holding its write has committed, so a claim is durable
-// before its effect runs whether batching is on or off.
-type Batch struct {
-	// Window is how long a batch waits, after its first write arrives, for
-	// others to join it; it bounds the latency batching adds. Zero turns
-	// group commit off; at most [MaxBatchWindow]. Defaults to 0 (off).
-	Window time.Duration
-
-	// MaxSize caps the writes in one batch; a full batch is sent at once
-	// without waiting for the rest of the window. At most [MaxBatchSize].
-	// Defaults to [DefaultBatchSize] when Window is set.
-	MaxSize int
-}
+// Batch configures group commit; see groupcommit.Config's fields: Window
+// (zero, the default, is off; at most [MaxBatchWindow]) and MaxSize (at most
+// [MaxBatchSize]; [DefaultBatchSize] when Window is set). Each caller is
+// answered only after the transaction holding its write has committed.
+type Batch = groupcommit.Config
 
 // Group commit limits and defaults.
 const (
-	DefaultBatchSize = 128
-	MaxBatchSize     = 4096
-	MaxBatchWindow   = time.Second
+	DefaultBatchSize = groupcommit.DefaultSize
+	MaxBatchSize     = groupcommit.MaxSize
+	MaxBatchWindow   = groupcommit.MaxWindow
 )
-
-// on reports whether group commit is enabled.
-func (b Batch) on() bool { return b.Window > 0 }
-
-func (b Batch) withDefaults() (Batch, error) {
-	switch {
-	case b.Window < 0 || b.Window > MaxBatchWindow:
-		return b, fmt.Errorf("pgstore: Config.Batch.Window %s is outside [0, %s]", b.Window, MaxBatchWindow)
-	case b.MaxSize < 0 || b.MaxSize > MaxBatchSize:
-		return b, fmt.Errorf("pgstore: Config.Batch.MaxSize %d is outside [0, %d]", b.MaxSize, MaxBatchSize)
-	case b.Window > 0 && b.MaxSize == 0:
-		b.MaxSize = DefaultBatchSize
-	}
-	return b, nil
-}
 
 // Default names.
 const (
@@ -106,7 +82,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, err
 	}
 	var err error
-	c.Batch, err = c.Batch.withDefaults()
+	c.Batch, err = c.Batch.WithDefaults("pgstore")
 	return c, err
 }
 

@@ -55,7 +55,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 			return nil, err
 		}
 	}
-	if cfg.Batch.on() {
+	if cfg.Batch.On() {
 		s.batch = newBatcher(pool, cfg.Batch)
 	}
 	return s, nil

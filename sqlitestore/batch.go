@@ -3,32 +3,23 @@ package sqlitestore
 import (
 	"context"
 	"errors"
-	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/groupcommit"
 )
 
 // flushTimeout bounds one batch on the writer. Callers do not wait for it:
 // each leaves when its own ctx ends.
 const flushTimeout = 30 * time.Second
 
-// Request states: queued until the writer takes it, or abandoned by a
-// caller whose ctx ended first (the writer then skips it).
-const (
-	reqQueued int32 = iota
-	reqTaken
-	reqAbandoned
-)
-
 // batchReq is one write waiting for the writer. run does the whole
 // operation on the batch's transaction and keeps its answer in variables
 // of the caller's; the caller reads them only after done delivers.
 type batchReq struct {
-	run   func(ctx context.Context, o ops) error
-	state atomic.Int32
-	done  chan error // buffered: the writer never blocks on it
+	run    func(ctx context.Context, o ops) error
+	ticket groupcommit.Ticket
+	done   chan error // buffered: the writer never blocks on it
 }
 
 // batcher is group commit on the single writer connection: one goroutine
@@ -83,10 +74,10 @@ func (b *batcher) submit(ctx context.Context, run func(ctx context.Context, o op
 	case <-ctx.Done():
 		// Taken already, the write may still commit: as with a lost answer,
 		// the caller's retry recognises its own attempt.
-		r.state.CompareAndSwap(reqQueued, reqAbandoned)
+		r.ticket.Abandon()
 		return ctx.Err()
 	case <-b.quit:
-		if r.state.CompareAndSwap(reqQueued, reqAbandoned) {
+		if r.ticket.Abandon() {
 			return idem.ErrClosed
 		}
 		return <-r.done
@@ -109,37 +100,15 @@ func (b *batcher) loop() {
 // collect gathers up to max requests, waiting at most the window after
 // the first; it keeps only requests whose callers are still waiting.
 func (b *batcher) collect(first *batchReq) []*batchReq {
-	batch := []*batchReq{first}
-	timer := time.NewTimer(b.window)
-	defer timer.Stop()
-gather:
-	for len(batch) < b.max {
-		select {
-		case r := <-b.queue:
-			batch = append(batch, r)
-		case <-timer.C:
-			break gather
-		case <-b.quit:
-			break gather
-		}
-	}
-	return slices.DeleteFunc(batch, func(r *batchReq) bool {
-		return !r.state.CompareAndSwap(reqQueued, reqTaken)
-	})
+	return groupcommit.Collect(first, b.queue, b.quit, b.window, b.max)
 }
 
 func (b *batcher) drain() {
-	for {
-		select {
-		case r := <-b.queue:
-			if r.state.CompareAndSwap(reqQueued, reqTaken) {
-				r.done <- idem.ErrClosed
-			}
-		default:
-			return
-		}
-	}
+	groupcommit.Drain(b.queue, func(r *batchReq) { r.done <- idem.ErrClosed })
 }
+
+// GroupTicket implements groupcommit.Request.
+func (r *batchReq) GroupTicket() *groupcommit.Ticket { return &r.ticket }
 
 // flush runs one batch in one transaction and answers every request.
 func (b *batcher) flush(batch []*batchReq) {

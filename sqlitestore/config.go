@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"fmt"
+	"github.com/idemkit/idem/internal/groupcommit"
 	"net/url"
 	"strconv"
 	"strings"
@@ -45,40 +46,18 @@ type Config struct {
 	Batch Batch
 }
 
-// Batch configures group commit. Each caller is answered only after the
-// transaction holding its write has committed, so with Synchronous FULL a
-// claim is durable before its effect runs whether batching is on or off.
-type Batch struct {
-	// Window is how long the writer waits, after the first write of a
-	// batch arrives, for others to join it; it bounds the latency batching
-	// adds. Zero turns group commit off; at most [MaxBatchWindow]. Defaults
-	// to 0 (off).
-	Window time.Duration
-
-	// MaxSize caps the writes in one batch; a full batch is written at
-	// once. At most [MaxBatchSize]. Defaults to [DefaultBatchSize] when
-	// Window is set.
-	MaxSize int
-}
+// Batch configures group commit; see groupcommit.Config's fields: Window
+// (zero, the default, is off; at most [MaxBatchWindow]) and MaxSize (at most
+// [MaxBatchSize]; [DefaultBatchSize] when Window is set). Each caller is
+// answered only after the transaction holding its write has committed.
+type Batch = groupcommit.Config
 
 // Group commit limits and defaults.
 const (
-	DefaultBatchSize = 128
-	MaxBatchSize     = 4096
-	MaxBatchWindow   = time.Second
+	DefaultBatchSize = groupcommit.DefaultSize
+	MaxBatchSize     = groupcommit.MaxSize
+	MaxBatchWindow   = groupcommit.MaxWindow
 )
-
-func (b Batch) withDefaults() (Batch, error) {
-	switch {
-	case b.Window < 0 || b.Window > MaxBatchWindow:
-		return b, fmt.Errorf("sqlitestore: Config.Batch.Window: %s is outside [0, %s]", b.Window, MaxBatchWindow)
-	case b.MaxSize < 0 || b.MaxSize > MaxBatchSize:
-		return b, fmt.Errorf("sqlitestore: Config.Batch.MaxSize: %d is outside [0, %d]", b.MaxSize, MaxBatchSize)
-	case b.Window > 0 && b.MaxSize == 0:
-		b.MaxSize = DefaultBatchSize
-	}
-	return b, nil
-}
 
 // Defaults.
 const (
@@ -114,7 +93,7 @@ func (c Config) withDefaults() (Config, error) {
 	case c.ReadConns == 0:
 		c.ReadConns = DefaultReadConns
 	}
-	c.Batch, err = c.Batch.withDefaults()
+	c.Batch, err = c.Batch.WithDefaults("sqlitestore")
 	return c, err
 }
 

@@ -1,0 +1,106 @@
+// Package groupcommit holds what the SQL stores' group commit shares: its
+// configuration and the collector that gathers queued writes into a batch.
+// Each store keeps its own way of running a batch in one transaction.
+package groupcommit
+
+import (
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+)
+
+// Config configures group commit. Each caller is answered only after the
+// transaction holding its write has committed, so a claim is durable before
+// its effect runs whether batching is on or off.
+type Config struct {
+	// Window is how long a batch waits, after its first write arrives, for
+	// others to join it; it bounds the latency batching adds. Zero turns
+	// group commit off; at most [MaxWindow]. Defaults to 0 (off).
+	Window time.Duration
+
+	// MaxSize caps the writes in one batch; a full batch is written at once
+	// without waiting for the rest of the window. At most [MaxSize].
+	// Defaults to [DefaultSize] when Window is set.
+	MaxSize int
+}
+
+// Limits and defaults.
+const (
+	DefaultSize = 128
+	MaxSize     = 4096
+	MaxWindow   = time.Second
+)
+
+// On reports whether group commit is enabled.
+func (c Config) On() bool { return c.Window > 0 }
+
+// WithDefaults validates c and fills in MaxSize. Errors name the field as
+// pkg.Config.Batch.X.
+func (c Config) WithDefaults(pkg string) (Config, error) {
+	switch {
+	case c.Window < 0 || c.Window > MaxWindow:
+		return c, fmt.Errorf("%s: Config.Batch.Window %s is outside [0, %s]", pkg, c.Window, MaxWindow)
+	case c.MaxSize < 0 || c.MaxSize > MaxSize:
+		return c, fmt.Errorf("%s: Config.Batch.MaxSize %d is outside [0, %d]", pkg, c.MaxSize, MaxSize)
+	case c.MaxSize == 0:
+		c.MaxSize = DefaultSize
+	}
+	return c, nil
+}
+
+// Ticket is a queued write's state: queued until a batch takes it or its
+// caller abandons it (context ended), never both.
+type Ticket struct{ state atomic.Int32 }
+
+const (
+	queued int32 = iota
+	taken
+	abandoned
+)
+
+// Take moves a queued write into a batch; false if its caller left.
+func (t *Ticket) Take() bool { return t.state.CompareAndSwap(queued, taken) }
+
+// Abandon withdraws a queued write; false if a batch already took it (the
+// caller must then wait for its answer).
+func (t *Ticket) Abandon() bool { return t.state.CompareAndSwap(queued, abandoned) }
+
+// Request is a queued write that carries a Ticket.
+type Request interface{ GroupTicket() *Ticket }
+
+// Collect gathers up to max requests after first, waiting at most window
+// after it (or until quit), and keeps only those whose callers are still
+// waiting.
+func Collect[R Request](first R, queue <-chan R, quit <-chan struct{}, window time.Duration, max int) []R {
+	batch := []R{first}
+	timer := time.NewTimer(window)
+	defer timer.Stop()
+gather:
+	for len(batch) < max {
+		select {
+		case r := <-queue:
+			batch = append(batch, r)
+		case <-timer.C:
+			break gather
+		case <-quit:
+			break gather
+		}
+	}
+	return slices.DeleteFunc(batch, func(r R) bool { return !r.GroupTicket().Take() })
+}
+
+// Drain answers every request still queued with fail, for a batcher that is
+// shutting down.
+func Drain[R Request](queue <-chan R, fail func(R)) {
+	for {
+		select {
+		case r := <-queue:
+			if r.GroupTicket().Take() {
+				fail(r)
+			}
+		default:
+			return
+		}
+	}
+}
