@@ -24,7 +24,7 @@ func cmdMigrate(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("migrate", "idem migrate [--store DSN] [--print]",
 		"Create or upgrade the store's schema. With --print, write the SQL to stdout\ninstead, for teams that run their own migration tool.",
 		"idem migrate --store postgres://idem@db:5432/app --print > idem.sql")
-	dsn := f.String("store", storeopen.Default, "store DSN")
+	dsn := f.String("store", storeopen.Default, "store DSN: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, memory://")
 	print := f.Bool("print", false, "print the schema SQL instead of applying it")
 	pos, code, ok := f.parse(args)
 	if !ok {
@@ -70,7 +70,7 @@ func cmdGet(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("get", "idem get [--store DSN] [--scope S] KEY [--json]",
 		"Show the record for KEY in scope S (empty: the global scope).",
 		"idem get --store sqlite://idem.db order-42 --json")
-	dsn := f.String("store", storeopen.Default, "store DSN")
+	dsn := f.String("store", storeopen.Default, "store DSN: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, memory://")
 	scope := f.String("scope", "", "the key's scope (the proxy stores --scope-header values as SHA-256 hex)")
 	asJSON := f.Bool("json", false, "print the record as JSON")
 	pos, code, ok := f.parse(args)
@@ -103,7 +103,7 @@ func cmdList(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("list", "idem list [--store DSN] [--state STATE] [--older-than DUR] [--scope S] [--limit N] [--json]",
 		"List records, oldest first, as a table (or JSON lines with --json).",
 		"idem list --store sqlite://idem.db --state unknown --older-than 1h")
-	dsn := f.String("store", storeopen.Default, "store DSN")
+	dsn := f.String("store", storeopen.Default, "store DSN: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, memory://")
 	state := f.String("state", "", "only records in this state: in_progress, succeeded, failed or unknown")
 	olderThan := f.duration("older-than", 0, "only records created longer ago than this (e.g. 15m, 2d)")
 	scope := f.String("scope", "", "only records in this scope")
@@ -182,7 +182,7 @@ func cmdResolve(ctx context.Context, e *env, args []string) int {
 			"A record that is not unknown is refused unless --force. Every resolution is\n"+
 			"logged to stderr with who (--actor) and why (--reason).",
 		"idem resolve --store sqlite://idem.db order-42 --as released --reason \"upstream has no trace of it\"")
-	dsn := f.String("store", storeopen.Default, "store DSN")
+	dsn := f.String("store", storeopen.Default, "store DSN: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, memory://")
 	scope := f.String("scope", "", "the key's scope")
 	as := f.String("as", "", "succeeded, failed or released (required)")
 	reason := f.String("reason", "", "why the record is resolved this way (required; logged)")
@@ -292,7 +292,7 @@ func cmdSweep(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("sweep", "idem sweep [--store DSN]",
 		"Delete succeeded and failed records whose retention has passed. In-progress\nand unknown records are never deleted.",
 		"idem sweep --store postgres://idem@db:5432/app")
-	dsn := f.String("store", storeopen.Default, "store DSN")
+	dsn := f.String("store", storeopen.Default, "store DSN: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, memory://")
 	pos, code, ok := f.parse(args)
 	if !ok {
 		return code
