@@ -54,11 +54,11 @@ func (s *Store) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult
 // claimRound makes one attempt; done is false when the record moved under
 // it and the caller should try again.
 func (s *Store) claimRound(ctx context.Context, p idem.ClaimParams) (res idem.ClaimResult, done bool, err error) {
-	if s.tx == nil && s.mix.readFirst() {
+	if s.tx == nil && s.mix.ReadFirst() {
 		rec, err := s.readRecord(ctx, p.Scope, p.Key, s.sql.get)
 		switch {
 		case err == nil && !rec.Expired(p.Now):
-			s.mix.observe(true)
+			s.mix.Observe(true)
 			return s.existing(p, rec), true, nil
 		case err != nil && !errors.Is(err, errMissing):
 			return res, true, s.wrap("claim", err)
@@ -66,7 +66,7 @@ func (s *Store) claimRound(ctx context.Context, p idem.ClaimParams) (res idem.Cl
 	}
 	_, err = s.q.ExecContext(ctx, s.sql.insert, p.Scope, p.Key, p.Fingerprint[:], p.AttemptID,
 		nullBytes(p.Intent), p.Now.UnixMicro(), micros(p.LeaseUntil))
-	s.mix.observe(err != nil && isDuplicate(err))
+	s.mix.Observe(err != nil && isDuplicate(err))
 	switch {
 	case err == nil:
 		return idem.ClaimResult{Record: newClaim(p, 1), Claimed: true}, true, nil

@@ -54,8 +54,8 @@ func (s *Store) PoolStats() sql.DBStats { return s.db.Stats() }
 // the INSERT-first path (false), until the mix moves again.
 func (s *Store) PinClaimPath(readFirst bool) {
 	if readFirst {
-		s.mix.score.Store(mixBound)
+		s.mix.Pin(true)
 	} else {
-		s.mix.score.Store(-mixBound)
+		s.mix.Pin(false)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/claimmix"
 )
 
 // querier is what *sql.DB and *sql.Tx have in common.
@@ -27,11 +28,11 @@ type Store struct {
 	tx      *sql.Tx // non-nil for a store returned by WithTx
 	table   string
 	sql     statements
-	owned   bool         // Close closes db (Open made it)
-	multi   bool         // the pool allows several statements per query
-	mix     *claimMix    // shared with the WithTx views of this store
-	migrate bool         // Open applies migrations
-	closed  *atomic.Bool // shared with the WithTx views of this store
+	owned   bool          // Close closes db (Open made it)
+	multi   bool          // the pool allows several statements per query
+	mix     *claimmix.Mix // shared with the WithTx views of this store
+	migrate bool          // Open applies migrations
+	closed  *atomic.Bool  // shared with the WithTx views of this store
 }
 
 var _ idem.Store = (*Store)(nil)
@@ -117,7 +118,7 @@ func newStore(db *sql.DB, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	return &Store{db: db, q: db, table: cfg.Table, sql: buildStatements(cfg.Table), migrate: cfg.Migrate,
-		closed: new(atomic.Bool), mix: new(claimMix)}, nil
+		closed: new(atomic.Bool), mix: new(claimmix.Mix)}, nil
 }
 
 // start checks the connection and applies migrations if configured.

@@ -17,30 +17,6 @@ const maxClaimRounds = 64
 // trap), so the concurrency test can show it exercised the retry.
 var noRowRounds atomic.Int64
 
-// claimMix tracks whether recent claims found an existing record, so that
-// Claim can pick the cheaper path: a plain SELECT first when duplicates
-// dominate (a replay then costs exactly one SELECT), the claim statement
-// straight away when first-time requests dominate (which saves them a
-// round trip). Both paths give the same answers; only their cost differs.
-type claimMix struct{ score atomic.Int32 }
-
-// mixBound caps the score, so a change of workload is noticed within a
-// few dozen claims.
-const mixBound = 16
-
-func (m *claimMix) readFirst() bool { return m.score.Load() >= 0 }
-
-// observe records whether a claim found an existing record.
-func (m *claimMix) observe(existing bool) {
-	d := int32(-1)
-	if existing {
-		d = 1
-	}
-	if v := m.score.Load() + d; v >= -mixBound && v <= mixBound {
-		m.score.Store(v) // racy by design: a lost update only delays the switch
-	}
-}
-
 // Claim implements [idem.Store.Claim]. A replay is one statement, a SELECT
 // by primary key. A first claim adds a second: a CTE that reads the row
 // again and, only when it sees none, runs INSERT … ON CONFLICT (scope, key)
@@ -115,10 +91,10 @@ func (o ops) retryable(op string, err error) error {
 // commit is on), where the primary key decides between claimers.
 func (o ops) claimOnce(ctx context.Context, p idem.ClaimParams) (rec idem.Record, claimed, found bool, err error) {
 	mix := &o.st.mix
-	if mix.readFirst() {
+	if mix.ReadFirst() {
 		rec, err = o.get(ctx, p.Scope, p.Key)
 		if err == nil || !isNoRows(err) {
-			mix.observe(err == nil)
+			mix.Observe(err == nil)
 			return rec, false, err == nil, err
 		}
 	}
@@ -127,13 +103,13 @@ func (o ops) claimOnce(ctx context.Context, p idem.ClaimParams) (rec idem.Record
 		res := b.submit(ctx, "claim", p.Scope, p.Key, o.sql.claim, args)
 		rec, claimed, found, err = res.rec, res.flag, res.found, res.err
 	} else {
-		if !mix.readFirst() {
+		if !mix.ReadFirst() {
 			// Mostly first-time requests: try the plain insert. A row back
 			// is our claim; none means the key is taken, and the claim
 			// statement below reads it (one more round trip, rare here).
 			rec, err = scanRecord(o.db.queryRow(ctx, o.sql.insertOnly, args...), &claimed)
 			if err == nil {
-				mix.observe(false)
+				mix.Observe(false)
 				return rec, claimed, true, nil
 			}
 			if !isNoRows(err) {
@@ -147,7 +123,7 @@ func (o ops) claimOnce(ctx context.Context, p idem.ClaimParams) (rec idem.Record
 		}
 	}
 	if found {
-		mix.observe(!claimed)
+		mix.Observe(!claimed)
 	}
 	return rec, claimed, found, err
 }

@@ -2,8 +2,9 @@ package pgstore
 
 import (
 	"fmt"
-	"github.com/idemkit/idem/internal/groupcommit"
 	"strings"
+
+	"github.com/idemkit/idem/internal/groupcommit"
 )
 
 // Config configures a [Store]. The zero value is usable: it keeps records in

@@ -68,4 +68,4 @@ func (s *Store) BatchFallbacks() int64 {
 
 // ForceInsertFirst puts the claim-path chooser into its first-time mode
 // (plain insert first), as after a run of new keys.
-func ForceInsertFirst(s *Store) { s.mix.score.Store(-mixBound) }
+func ForceInsertFirst(s *Store) { s.mix.Pin(false) }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/claimmix"
 )
 
 // Store is an [idem.Store] and [idem.Notifier] on PostgreSQL. It is safe for
@@ -23,9 +24,9 @@ type Store struct {
 	cfg     Config
 	names   names
 	closed  atomic.Bool
-	lis     *listener // nil when notifications are disabled
-	batch   *batcher  // nil when group commit is off
-	mix     claimMix  // picks Claim's cheaper path
+	lis     *listener    // nil when notifications are disabled
+	batch   *batcher     // nil when group commit is off
+	mix     claimmix.Mix // picks Claim's cheaper path
 }
 
 var (

@@ -9,14 +9,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/claimmix"
 )
 
 // claimPaths pins Claim to one of its two paths: the plain read first, or
 // the script straight away.
 var claimPaths = []struct {
-	name  string
-	score int32
-}{{"read-first", mixBound}, {"script-first", -mixBound}}
+	name      string
+	readFirst bool
+}{{"read-first", true}, {"script-first", false}}
 
 // TestClaimPathsAgree runs the claim outcomes (new, duplicate, own, expired
 // take-over, replay of a finished record) through both paths, and checks
@@ -26,7 +27,7 @@ func TestClaimPathsAgree(t *testing.T) {
 		t.Run(path.name, func(t *testing.T) {
 			forBackends(t, func(t *testing.T, c redis.UniversalClient) {
 				s := newStoreOn(t, c, Config{})
-				pin := func() { s.mix.score.Store(path.score) }
+				pin := func() { s.mix.Pin(path.readFirst) }
 				ctx := context.Background()
 				pin()
 				first := mustClaim(t, s, claimP("k", "a1", t0))
@@ -71,19 +72,19 @@ func TestClaimPathsAgree(t *testing.T) {
 // the read-first path on, first-time claims turn it off.
 func TestClaimMixSwitches(t *testing.T) {
 	s := newStoreOn(t, standaloneClient(t), Config{})
-	s.mix.score.Store(-mixBound)
+	s.mix.Pin(false)
 	mustClaim(t, s, claimP("dup", "a", t0))
-	for range 2*mixBound + 1 {
+	for range 2*claimmix.Bound + 1 {
 		mustClaim(t, s, claimP("dup", "other", t0))
 	}
-	if !s.mix.readFirst() {
-		t.Fatalf("after a run of duplicates the read-first path is off (score %d)", s.mix.score.Load())
+	if !s.mix.ReadFirst() {
+		t.Fatalf("after a run of duplicates the read-first path is off (score %d)", s.mix.Score())
 	}
-	for i := range 2*mixBound + 1 {
+	for i := range 2*claimmix.Bound + 1 {
 		mustClaim(t, s, claimP("new-"+string(rune('a'+i)), "a", t0))
 	}
-	if s.mix.readFirst() {
-		t.Fatalf("after a run of first-time claims the read-first path is on (score %d)", s.mix.score.Load())
+	if s.mix.ReadFirst() {
+		t.Fatalf("after a run of first-time claims the read-first path is on (score %d)", s.mix.Score())
 	}
 }
 

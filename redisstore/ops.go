@@ -28,7 +28,7 @@ func (s *Store) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult
 		return idem.ClaimResult{}, err
 	}
 	k := s.keysFor(p.Scope, p.Key)
-	if s.readFirst && s.mix.readFirst() {
+	if s.readFirst && s.mix.ReadFirst() {
 		res, done, err := s.claimRead(ctx, k, p)
 		if err != nil || done {
 			return res, err
@@ -41,7 +41,7 @@ func (s *Store) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult
 		return idem.ClaimResult{}, storeErr("claim", err)
 	}
 	status, _ := res[0].(string)
-	s.mix.observe(status != "claimed")
+	s.mix.Observe(status != "claimed")
 	if status == "claimed" {
 		fence, _ := res[1].(int64)
 		return idem.ClaimResult{Claimed: true, Record: idem.Record{
@@ -80,7 +80,7 @@ func (s *Store) claimRead(ctx context.Context, k keys, p idem.ClaimParams) (res 
 	if own && s.wait != nil {
 		return res, false, nil
 	}
-	s.mix.observe(true)
+	s.mix.Observe(true)
 	return idem.ClaimResult{Record: *rec, Claimed: own}, true, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/claimmix"
 )
 
 // PubSubMode selects how write scripts notify waiters.
@@ -100,7 +101,7 @@ type Store struct {
 	// readFirst allows Claim's plain-read path: false when reads may be
 	// served by replicas, whose copy may lag the primary's.
 	readFirst bool
-	mix       claimMix
+	mix       claimmix.Mix
 }
 
 var (

@@ -2,11 +2,12 @@ package sqlitestore
 
 import (
 	"fmt"
-	"github.com/idemkit/idem/internal/groupcommit"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemkit/idem/internal/groupcommit"
 )
 
 // Config configures [Open]. The zero value of every field but Path selects
