@@ -141,9 +141,12 @@ func (e *Engine) do(ctx context.Context, req *Request, h Handler) (Result, Outco
 		return Result{}, OutcomeError, err
 	}
 	pol := e.policy(req.Policy)
-	ck := flightKey(req.Scope, string(req.Key))
-	if rec, ok := e.cache.get(ck, e.now()); ok {
-		return e.replay(req, rec)
+	var ck string // the cache key, built only when there is a cache
+	if e.cache != nil {
+		ck = flightKey(req.Scope, string(req.Key))
+		if rec, ok := e.cache.get(ck, e.now()); ok {
+			return e.replay(req, rec)
+		}
 	}
 	// The journal is encoded only when a claim is about to be written.
 	var intent []byte
@@ -326,7 +329,9 @@ func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, 
 		if ferr != nil {
 			return e.finishFailed(ferr)
 		}
-		e.cache.put(flightKey(rec.Scope, rec.Key), *frec)
+		if e.cache != nil {
+			e.cache.put(flightKey(rec.Scope, rec.Key), *frec)
+		}
 		return Result{Value: val, State: StateSucceeded, Record: *frec}, OutcomeFirst, nil
 	case errors.Is(herr, ErrReleased):
 		if rerr := e.release(fctx, rec); rerr != nil {
