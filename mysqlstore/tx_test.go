@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem"
 )
@@ -143,7 +144,10 @@ func TestWithTxUncommittedClaimBlocksThenYields(t *testing.T) {
 // signal rather than a sleep.
 func waitForLockWait(t *testing.T, db *sql.DB) {
 	t.Helper()
-	for range 2000 {
+	// Bounded by time, not by a number of polls: under a loaded CI run each
+	// information_schema query can take milliseconds.
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
 		var n int
 		if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'").Scan(&n); err != nil {
 			t.Fatal(err)
@@ -151,6 +155,7 @@ func waitForLockWait(t *testing.T, db *sql.DB) {
 		if n > 0 {
 			return
 		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatal("no transaction ever waited for the lock")
 }
