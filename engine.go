@@ -148,6 +148,35 @@ func (e *Engine) do(ctx context.Context, req *Request, h Handler) (Result, Outco
 			return e.replay(req, rec)
 		}
 	}
+	var waitDeadline time.Time
+	if e.flights.holding(req.Scope, string(req.Key), req.Fingerprint, e.now()) {
+		// This engine runs the effect for this very request right now: the
+		// duplicate is in flight without a store claim. Waiting here, before
+		// the claim loop, keeps a parked waiter's stack small.
+		if pol.InFlight == InFlightReject {
+			return Result{}, OutcomeConflict, &InFlightError{Scope: req.Scope, Key: string(req.Key), RetryAfter: e.cfg.RetryAfter}
+		}
+		waitDeadline = time.Now().Add(pol.Wait)
+		settled, err := e.wait(ctx, req.Scope, string(req.Key), waitDeadline)
+		if err != nil {
+			if errors.Is(err, ErrInFlight) {
+				return Result{}, OutcomeConflict, &InFlightError{Scope: req.Scope, Key: string(req.Key), RetryAfter: e.cfg.RetryAfter}
+			}
+			return Result{}, OutcomeError, err
+		}
+		if settled != nil && settled.State.Terminal() && !settled.Expired(e.now()) {
+			e.cache.put(ck, *settled)
+			return e.replay(req, *settled)
+		}
+		// Released, unknown or expired: the claim loop decides.
+	}
+	return e.claimLoop(ctx, req, pol, ck, h, waitDeadline)
+}
+
+// claimLoop claims the key and runs the effect, replays the recorded
+// outcome, or waits for an in-flight attempt (until waitDeadline once set)
+// and looks again.
+func (e *Engine) claimLoop(ctx context.Context, req *Request, pol Policy, ck string, h Handler, waitDeadline time.Time) (Result, Outcome, error) {
 	// The journal is encoded only when a claim is about to be written.
 	var intent []byte
 	if req.Intent != nil {
@@ -158,7 +187,6 @@ func (e *Engine) do(ctx context.Context, req *Request, h Handler) (Result, Outco
 		intent = b
 	}
 	attemptID := newAttemptID()
-	var waitDeadline time.Time
 	for {
 		now := e.now()
 		cr, err := e.claim(ctx, ClaimParams{
@@ -288,6 +316,9 @@ func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, 
 		_ = e.release(fctx, rec)
 		return Result{}, OutcomeReleased, err
 	}
+
+	e.flights.hold(&rec)
+	defer e.flights.unhold(rec.Scope, rec.Key)
 
 	effCtx, cancelEff := context.WithCancelCause(ctx)
 	defer cancelEff(nil)

@@ -172,10 +172,14 @@ func (h *heartbeater) fire() {
 func (e *Engine) startHeartbeat(ctx context.Context, rec Record, lease time.Duration, cancel context.CancelCauseFunc) *heartbeater {
 	h := &heartbeater{ctx: ctx, every: lease / 3}
 	h.beat = func(ctx context.Context) error {
+		until := e.now().Add(lease)
 		err := e.retry(ctx, "heartbeat", func() error {
 			return e.store.Heartbeat(ctx, HeartbeatParams{Scope: rec.Scope, Key: rec.Key, Fence: rec.Fence,
-				AttemptID: rec.AttemptID, LeaseUntil: e.now().Add(lease)})
+				AttemptID: rec.AttemptID, LeaseUntil: until})
 		})
+		if err == nil {
+			e.flights.extend(rec.Scope, rec.Key, until)
+		}
 		if errors.Is(err, ErrFenced) {
 			cancel(ErrFenced)
 		}

@@ -263,6 +263,79 @@ func TestWaitersShareOneWatch(t *testing.T) {
 	t.Logf("%d waiters, %d store reads, %d claims", n, cs.gets.Load(), cs.claims.Load())
 }
 
+// TestDuplicateOfLocallyHeldKeyNeedsNoClaim: while this engine runs a key's
+// effect, a duplicate with the same fingerprint is in flight without a store
+// claim — rejected at once or parked on the shared watch, then replayed —
+// and a duplicate with another fingerprint still goes to the store and is
+// refused as a mismatch.
+func TestDuplicateOfLocallyHeldKeyNeedsNoClaim(t *testing.T) {
+	cs := &countingStore{inner: memstore.New()}
+	ctx := context.Background()
+	e := newEngine(t, cs, idem.Config{InFlight: idem.InFlightWait, Wait: 30 * time.Second,
+		ReplayCache: idem.ReplayCacheConfig{MaxBytes: -1}})
+	req := idem.Request{Key: "held", Fingerprint: idem.Fingerprint{1}}
+	started, release := make(chan struct{}), make(chan struct{})
+	holder := make(chan error, 1)
+	go func() {
+		_, err := e.DoBytes(ctx, req, func(context.Context, *idem.Attempt) ([]byte, error) {
+			close(started)
+			<-release
+			return []byte("v"), nil
+		})
+		holder <- err
+	}()
+	<-started
+	if c := cs.claims.Load(); c != 1 {
+		t.Fatalf("holder made %d claims, want 1", c)
+	}
+
+	reject := req
+	reject.Policy.InFlight = idem.InFlightReject
+	if _, err := e.DoBytes(ctx, reject, ok("dup")); !errors.Is(err, idem.ErrInFlight) {
+		t.Fatalf("rejected duplicate: %v, want ErrInFlight", err)
+	}
+	other := req
+	other.Fingerprint = idem.Fingerprint{2}
+	if _, err := e.DoBytes(ctx, other, ok("other")); !errors.Is(err, idem.ErrMismatch) {
+		t.Fatalf("duplicate with another fingerprint: %v, want ErrMismatch", err)
+	}
+	if c := cs.claims.Load(); c != 2 {
+		t.Fatalf("%d claims after a rejected and a mismatched duplicate, want 2 (holder + mismatch)", c)
+	}
+
+	const n = 50
+	var wg sync.WaitGroup
+	var good atomic.Int64
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := e.DoBytes(ctx, req, ok("dup"))
+			if err == nil && r.Replayed && string(r.Value) == "v" {
+				good.Add(1)
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	close(release)
+	if err := <-holder; err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if good.Load() != n {
+		t.Fatalf("%d of %d waiters replayed the holder's outcome", good.Load(), n)
+	}
+	if c := cs.claims.Load(); c != 2 {
+		t.Fatalf("%d claims in all, want 2: waiters on a locally held key claimed", c)
+	}
+	// Once the outcome is recorded the key is no longer held: a later
+	// duplicate asks the store and replays.
+	r, err := e.DoBytes(ctx, reject, ok("late"))
+	if err != nil || !r.Replayed || string(r.Value) != "v" {
+		t.Fatalf("late duplicate: %+v, %v", r, err)
+	}
+}
+
 // TestHeartbeatKeepsLongEffectAlive: an effect longer than its lease stays
 // in_progress while it runs, so a duplicate sees it in flight, not unknown.
 func TestHeartbeatKeepsLongEffectAlive(t *testing.T) {

@@ -12,6 +12,18 @@ type flightGroup struct {
 	e  *Engine
 	mu sync.Mutex
 	m  map[string]*flight
+	// held is the keys whose effect this engine is running right now. A
+	// duplicate of a held key, with the same fingerprint, while the lease
+	// this engine last wrote is live, is in flight without asking the store:
+	// it waits on the shared flight (or is rejected) from a shallow stack,
+	// with no claim of its own.
+	held map[string]heldKey
+}
+
+// heldKey is what this engine knows of a claim it holds.
+type heldKey struct {
+	fp         Fingerprint
+	leaseUntil time.Time // as last written by the claim or a heartbeat
 }
 
 type flight struct {
@@ -23,7 +35,47 @@ type flight struct {
 	rec    *Record // the record as last read when the flight settled; nil if absent
 }
 
-func (g *flightGroup) init(e *Engine) { g.e = e; g.m = make(map[string]*flight) }
+func (g *flightGroup) init(e *Engine) {
+	g.e = e
+	g.m = make(map[string]*flight)
+	g.held = make(map[string]heldKey)
+}
+
+// hold marks (scope, key) as claimed by an effect running in this engine.
+func (g *flightGroup) hold(rec *Record) {
+	g.mu.Lock()
+	g.held[flightKey(rec.Scope, rec.Key)] = heldKey{fp: rec.Fingerprint, leaseUntil: rec.LeaseUntil}
+	g.mu.Unlock()
+}
+
+// extend records a lease a heartbeat wrote.
+func (g *flightGroup) extend(scope, key string, leaseUntil time.Time) {
+	g.mu.Lock()
+	k := flightKey(scope, key)
+	if h, ok := g.held[k]; ok && leaseUntil.After(h.leaseUntil) {
+		h.leaseUntil = leaseUntil
+		g.held[k] = h
+	}
+	g.mu.Unlock()
+}
+
+// unhold ends hold; it is called after the outcome has been written.
+func (g *flightGroup) unhold(scope, key string) {
+	g.mu.Lock()
+	delete(g.held, flightKey(scope, key))
+	g.mu.Unlock()
+}
+
+// holding reports whether this engine runs the effect of (scope, key) for a
+// request with fingerprint fp under a lease that is live at now. Otherwise
+// the store decides (a stalled holder's expired lease is the claim path's
+// business: unknown, re-drive).
+func (g *flightGroup) holding(scope, key string, fp Fingerprint, now time.Time) bool {
+	g.mu.Lock()
+	h, ok := g.held[flightKey(scope, key)]
+	g.mu.Unlock()
+	return ok && h.fp == fp && now.Before(h.leaseUntil)
+}
 
 func flightKey(scope, key string) string { return scope + "\x00" + key }
 

@@ -20,8 +20,9 @@ type WaiterResult struct {
 	// Replayed counts the waiters that got the recorded outcome (all of
 	// them, or the run fails).
 	Replayed int `json:"replayed"`
-	// JoinClaims is the claims the waiters made before parking: one each,
-	// to learn that the key is in flight.
+	// JoinClaims is the store claims the waiters made before parking. The
+	// key is held by this engine, so a waiter learns that it is in flight
+	// without asking the store: 0.
 	JoinClaims int64 `json:"join_claims"`
 	// WatchReads is the store reads made while the key was held: the one
 	// shared watch of the key, whatever the number of waiters.
@@ -122,13 +123,14 @@ func runWaiters(ctx context.Context, st idem.Store, n int, hold time.Duration, p
 	cnt.gets.Store(0)
 	holdStart := time.Now()
 
-	var replayed atomic.Int64
+	var replayed, entered atomic.Int64
 	errc := make(chan error, 1)
 	var wg sync.WaitGroup
 	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			entered.Add(1)
 			r, err := eng.DoBytes(ctx, req, func(context.Context, *idem.Attempt) ([]byte, error) {
 				return nil, errors.New("a waiter ran the effect")
 			})
@@ -145,12 +147,13 @@ func runWaiters(ctx context.Context, st idem.Store, n int, hold time.Duration, p
 			replayed.Add(1)
 		}()
 	}
-	// Every waiter claims once before parking.
-	for cnt.claims.Load() < int64(n) && time.Since(holdStart) < hold+time.Minute {
+	// Every waiter has called the engine before the hold ends (a waiter
+	// still running then would not be parked: the run fails below).
+	for entered.Load() < int64(n) && time.Since(holdStart) < hold+time.Minute {
 		time.Sleep(time.Millisecond)
 	}
-	res.JoinClaims = cnt.claims.Load()
 	time.Sleep(max(0, hold-time.Since(holdStart)))
+	res.JoinClaims = cnt.claims.Load()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	res.StackKiB, res.HeapKiB, res.Goroutines = int64(ms.StackInuse>>10), int64(ms.HeapInuse>>10), runtime.NumGoroutine()
