@@ -108,3 +108,41 @@ func ExampleInFlightError() {
 	// in flight, retry after 2s
 	// refunded true
 }
+
+// Duplicates of an in-flight key, answered without a goroutine each.
+func ExampleEngine_DoAsync() {
+	engine, _ := idem.New(memstore.New(), idem.Config{InFlight: idem.InFlightWait, Wait: time.Minute})
+	defer engine.Close()
+	ctx := context.Background()
+	req := idem.Request{Key: "webhook-evt_1", Fingerprint: idem.NewFingerprint([]byte("evt_1"))}
+
+	started, finish := make(chan struct{}), make(chan struct{})
+	first := make(chan idem.Result)
+	engine.DoAsync(ctx, req, func(context.Context, *idem.Attempt) ([]byte, error) {
+		close(started)
+		<-finish // the effect takes a while
+		return []byte("delivered"), nil
+	}, func(r idem.Result, err error) { first <- r })
+	<-started
+
+	// Redeliveries arrive while the first attempt runs: each is parked on
+	// the key's shared watch and replays the outcome.
+	answers := make(chan idem.Result, 3)
+	for range 3 {
+		engine.DoAsync(ctx, req, func(context.Context, *idem.Attempt) ([]byte, error) {
+			return nil, errors.New("never runs: the key is in flight")
+		}, func(r idem.Result, err error) { answers <- r })
+	}
+	close(finish)
+	r := <-first
+	fmt.Println(string(r.Value), r.Replayed)
+	for range 3 {
+		r := <-answers
+		fmt.Println(string(r.Value), r.Replayed)
+	}
+	// Output:
+	// delivered false
+	// delivered true
+	// delivered true
+	// delivered true
+}

@@ -88,25 +88,34 @@ func TestDSNRewriting(t *testing.T) {
 func TestWaitersCoalesce(t *testing.T) {
 	t.Parallel()
 	const n = 300
-	r, err := runWaiters(context.Background(), memstore.New(), n, 100*time.Millisecond, []byte("v"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Replayed != n {
-		t.Fatalf("replayed %d, want %d", r.Replayed, n)
-	}
-	// The key is held by the same engine: a duplicate joins the flight
-	// without a store claim of its own.
-	if r.JoinClaims != 0 {
-		t.Fatalf("waiters made %d store claims before parking, want 0", r.JoinClaims)
-	}
-	// One shared watch reads a handful of times; per-waiter polling would
-	// read at least once per waiter.
-	if r.WatchReads >= n/10 {
-		t.Fatalf("%d store reads while %d waiters were parked: waits are not shared", r.WatchReads, n)
-	}
-	if r.Goroutines < n {
-		t.Fatalf("goroutines while parked = %d, want at least %d", r.Goroutines, n)
+	for _, mode := range []string{WaitersGoroutines, WaitersAsync} {
+		r, err := runWaiters(context.Background(), memstore.New(), mode, n, 100*time.Millisecond, []byte("v"))
+		if err != nil {
+			t.Fatalf("%s: %v", mode, err)
+		}
+		if r.Replayed != n {
+			t.Fatalf("%s: replayed %d, want %d", mode, r.Replayed, n)
+		}
+		// The key is held by the same engine: a duplicate joins the flight
+		// without a store claim of its own.
+		if r.JoinClaims != 0 {
+			t.Fatalf("%s: waiters made %d store claims before parking, want 0", mode, r.JoinClaims)
+		}
+		// One shared watch reads a handful of times; per-waiter polling
+		// would read at least once per waiter.
+		if r.WatchReads >= n/10 {
+			t.Fatalf("%s: %d store reads while %d waiters were parked: waits are not shared", mode, r.WatchReads, n)
+		}
+		switch mode {
+		case WaitersGoroutines:
+			if r.Goroutines < n {
+				t.Fatalf("goroutines while parked = %d, want at least %d", r.Goroutines, n)
+			}
+		case WaitersAsync:
+			if r.Goroutines >= n/10 {
+				t.Fatalf("async: %d goroutines while %d waiters were parked: waiters hold goroutines", r.Goroutines, n)
+			}
+		}
 	}
 }
 

@@ -37,8 +37,10 @@ func WriteText(w io.Writer, rep *Report) error {
 			return err
 		}
 	}
-	if rep.Waiters != nil {
-		return writeWaiters(w, rep.Waiters)
+	for _, r := range rep.Waiters {
+		if err := writeWaiters(w, r); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -71,12 +73,12 @@ func writeWaiters(w io.Writer, r *WaiterResult) error {
 		peak = "peak RSS (whole process; could not reset)"
 	}
 	_, err := fmt.Fprintf(w, `
-waiters — %d InFlightWait callers on one key, held %s
+waiters (%s) — %d InFlightWait callers on one key, held %s
   replayed            %d of %d
   store calls         %d claims to join; %d watch reads while held; %d claims + %d reads after the release
   wake-up             %s from the release until the last waiter returned
   memory              RSS %.1f MiB before, %s %.1f MiB; Go stacks %.1f MiB (%.1f MiB after a GC), heap %.1f MiB, %d goroutines while parked
-`, r.Waiters, r.Hold, r.Replayed, r.Waiters, r.JoinClaims, r.WatchReads, r.WakeClaims, r.WakeReads,
+`, r.Mode, r.Waiters, r.Hold, r.Replayed, r.Waiters, r.JoinClaims, r.WatchReads, r.WakeClaims, r.WakeReads,
 		r.WakeDuration.Round(time.Millisecond), mib(r.RSSBeforeKiB), peak, mib(r.PeakRSSKiB), mib(r.StackKiB), mib(r.StackAfterGCKiB), mib(r.HeapKiB), r.Goroutines)
 	return err
 }

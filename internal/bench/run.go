@@ -16,9 +16,9 @@ import (
 
 // Report is the result of [Run].
 type Report struct {
-	Header  Header        `json:"header"`
-	Cells   []Cell        `json:"cells"`
-	Waiters *WaiterResult `json:"waiters,omitempty"`
+	Header  Header          `json:"header"`
+	Cells   []Cell          `json:"cells"`
+	Waiters []*WaiterResult `json:"waiters,omitempty"`
 }
 
 // Header describes the run: when, where, against what.
@@ -104,15 +104,20 @@ func Run(ctx context.Context, opt Options) (rep *Report, err error) {
 	var cellErrs []error
 	for _, sc := range opt.Scenarios {
 		if sc == ScenarioWaiters {
-			pr.line("waiters: %d callers on one key, held %s", opt.Waiters, opt.Hold)
-			var werr error
-			if rep.Waiters, werr = runWaiters(ctx, st, opt.Waiters, opt.Hold, w.payload); werr != nil {
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
+			// Async first: its peak RSS is not inflated by the memory
+			// the goroutine run leaves to the runtime.
+			for _, mode := range []string{WaitersAsync, WaitersGoroutines} {
+				pr.line("waiters: %d %s callers on one key, held %s", opt.Waiters, mode, opt.Hold)
+				r, werr := runWaiters(ctx, st, mode, opt.Waiters, opt.Hold, w.payload)
+				if werr != nil {
+					if ctx.Err() != nil {
+						return nil, ctx.Err()
+					}
+					// Keep what was measured so far.
+					cellErrs = append(cellErrs, fmt.Errorf("bench: waiters (%s): %w", mode, werr))
+					continue
 				}
-				// Keep the cells measured so far.
-				rep.Waiters = nil
-				cellErrs = append(cellErrs, fmt.Errorf("bench: waiters: %w", werr))
+				rep.Waiters = append(rep.Waiters, r)
 			}
 			continue
 		}

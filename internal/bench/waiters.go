@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +16,10 @@ import (
 // WaiterResult is what the waiters scenario measured: Waiters InFlightWait
 // callers parked on one key held for Hold, then released.
 type WaiterResult struct {
+	// Mode is how the waiters call the engine: WaitersAsync (DoAsync: a
+	// parked duplicate is a small record on the shared watch) or
+	// WaitersGoroutines (DoBytes from a goroutine each, parked in the call).
+	Mode    string        `json:"mode"`
 	Waiters int           `json:"waiters"`
 	Hold    time.Duration `json:"hold_ns"`
 	// Replayed counts the waiters that got the recorded outcome (all of
@@ -50,6 +55,12 @@ type WaiterResult struct {
 	HeapKiB         int64 `json:"heap_kib"`
 	Goroutines      int   `json:"goroutines"`
 }
+
+// Waiter modes, see WaiterResult.Mode.
+const (
+	WaitersAsync      = "async"
+	WaitersGoroutines = "goroutines"
+)
 
 // countingStore counts the store calls the waiters scenario cares about.
 type countingStore struct {
@@ -90,7 +101,7 @@ func countStore(st idem.Store) (idem.Store, *countingStore) {
 
 // runWaiters holds one key, parks n InFlightWait callers on it, records the
 // outcome after hold, and checks that every waiter replays it.
-func runWaiters(ctx context.Context, st idem.Store, n int, hold time.Duration, payload []byte) (*WaiterResult, error) {
+func runWaiters(ctx context.Context, st idem.Store, mode string, n int, hold time.Duration, payload []byte) (*WaiterResult, error) {
 	wrapped, cnt := countStore(st)
 	eng, err := idem.New(wrapped, idem.Config{InFlight: idem.InFlightWait, Wait: hold + time.Minute,
 		ReplayCache: idem.ReplayCacheConfig{MaxBytes: -1}})
@@ -115,8 +126,9 @@ func runWaiters(ctx context.Context, st idem.Store, n int, hold time.Duration, p
 	case err := <-holderDone:
 		return nil, fmt.Errorf("holder: %w", err)
 	}
-	res := &WaiterResult{Waiters: n, Hold: hold}
+	res := &WaiterResult{Mode: mode, Waiters: n, Hold: hold}
 	runtime.GC()
+	debug.FreeOSMemory()
 	res.RSSBeforeKiB, _ = procStatusKiB("VmRSS")
 	res.PeakExact = resetPeakRSS()
 	cnt.claims.Store(0)
@@ -126,26 +138,36 @@ func runWaiters(ctx context.Context, st idem.Store, n int, hold time.Duration, p
 	var replayed, entered atomic.Int64
 	errc := make(chan error, 1)
 	var wg sync.WaitGroup
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	effect := func(context.Context, *idem.Attempt) ([]byte, error) {
+		return nil, errors.New("a waiter ran the effect")
+	}
+	answer := func(r idem.Result, err error) {
+		defer wg.Done()
+		if err == nil && !r.Replayed {
+			err = errEffectOnReplay
+		}
+		if err != nil {
+			select {
+			case errc <- err:
+			default:
+			}
+			return
+		}
+		replayed.Add(1)
+	}
+	wg.Add(n)
+	if mode == WaitersAsync {
+		for range n {
 			entered.Add(1)
-			r, err := eng.DoBytes(ctx, req, func(context.Context, *idem.Attempt) ([]byte, error) {
-				return nil, errors.New("a waiter ran the effect")
-			})
-			if err == nil && !r.Replayed {
-				err = errEffectOnReplay
-			}
-			if err != nil {
-				select {
-				case errc <- err:
-				default:
-				}
-				return
-			}
-			replayed.Add(1)
-		}()
+			eng.DoAsync(ctx, req, effect, answer)
+		}
+	} else {
+		for range n {
+			go func() {
+				entered.Add(1)
+				answer(eng.DoBytes(ctx, req, effect))
+			}()
+		}
 	}
 	// Every waiter has called the engine before the hold ends (a waiter
 	// still running then would not be parked: the run fails below).
