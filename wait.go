@@ -32,7 +32,8 @@ type flight struct {
 	refs   int
 	cancel context.CancelFunc
 	err    error
-	rec    *Record // the record as last read when the flight settled; nil if absent
+	rec    *Record        // the record as last read when the flight settled; nil if absent
+	async  []*asyncWaiter // DoAsync duplicates parked on the flight
 }
 
 func (g *flightGroup) init(e *Engine) {
@@ -105,6 +106,10 @@ func (e *Engine) wait(ctx context.Context, scope, key string, deadline time.Time
 func (g *flightGroup) join(scope, key string) *flight {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.joinLocked(scope, key)
+}
+
+func (g *flightGroup) joinLocked(scope, key string) *flight {
 	k := flightKey(scope, key)
 	f := g.m[k]
 	if f == nil {
@@ -169,9 +174,15 @@ func (g *flightGroup) watch(ctx context.Context, scope, key string, f *flight) {
 		if g.m[flightKey(scope, key)] == f {
 			delete(g.m, flightKey(scope, key))
 		}
-		g.mu.Unlock()
+		// No one joins f after it left the map: the parked list is final.
 		f.rec, f.err = rec, err
+		async := f.async
+		f.async = nil
+		g.mu.Unlock()
 		close(f.done)
+		for _, w := range async {
+			w.settled(rec, err)
+		}
 	}
 	backoff := e.cfg.PollMin
 	for {
