@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/idemkit/idem"
 )
@@ -104,16 +105,18 @@ func (o ops) claimOnce(ctx context.Context, p idem.ClaimParams) (rec idem.Record
 		rec, claimed, found, err = res.rec, res.flag, res.found, res.err
 	} else {
 		if !mix.ReadFirst() {
-			// Mostly first-time requests: try the plain insert. A row back
-			// is our claim; none means the key is taken, and the claim
-			// statement below reads it (one more round trip, rare here).
-			rec, err = scanRecord(o.db.queryRow(ctx, o.sql.insertOnly, args...), &claimed)
-			if err == nil {
-				mix.Observe(false)
-				return rec, claimed, true, nil
-			}
-			if !isNoRows(err) {
+			// Mostly first-time requests: try the plain insert. One row
+			// inserted is our claim, and the record is exactly what was
+			// inserted, so nothing is read back; none means the key is
+			// taken, and the claim statement below reads it (one more
+			// round trip, rare here).
+			n, err := o.db.exec(ctx, o.sql.insertOnly, args...)
+			if err != nil {
 				return rec, false, false, err
+			}
+			if n == 1 {
+				mix.Observe(false)
+				return insertedRecord(p), true, true, nil
 			}
 		}
 		rec, err = scanRecord(o.db.queryRow(ctx, o.sql.claim, args...), &claimed)
@@ -136,4 +139,20 @@ func (o ops) reclaim(ctx context.Context, p idem.ClaimParams, fence int64) (idem
 		return rec, false, nil
 	}
 	return rec, err == nil, err
+}
+
+// insertedRecord is the record the first-time insert wrote for p: the
+// columns it sets, with the types and precision the table keeps.
+func insertedRecord(p idem.ClaimParams) idem.Record {
+	rec := idem.Record{
+		Scope: p.Scope, Key: p.Key, Fingerprint: p.Fingerprint, State: idem.StateInProgress, Fence: 1,
+		AttemptID: p.AttemptID, CreatedAt: p.Now.UTC().Truncate(time.Microsecond),
+	}
+	if len(p.Intent) > 0 {
+		rec.Intent = p.Intent
+	}
+	if !p.LeaseUntil.IsZero() {
+		rec.LeaseUntil = p.LeaseUntil.UTC().Truncate(time.Microsecond)
+	}
+	return rec
 }

@@ -16,21 +16,32 @@ import (
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	runConformance(t, pgstore.Config{})
+	runConformance(t, pgstore.Config{}, false)
+}
+
+// TestConformanceInsertFirst runs the suite with the claim-path chooser
+// pinned to its first-time mode (a plain INSERT whose record is built, not
+// read back), which the default mode only reaches after a run of new keys.
+func TestConformanceInsertFirst(t *testing.T) {
+	t.Parallel()
+	runConformance(t, pgstore.Config{}, true)
 }
 
 // TestConformanceBatched runs the suite with group commit on: batching
 // must not change any answer.
 func TestConformanceBatched(t *testing.T) {
 	t.Parallel()
-	runConformance(t, pgstore.Config{Batch: pgstore.Batch{Window: time.Millisecond, MaxSize: 32}})
+	runConformance(t, pgstore.Config{Batch: pgstore.Batch{Window: time.Millisecond, MaxSize: 32}}, false)
 }
 
-func runConformance(t *testing.T, cfg pgstore.Config) {
+func runConformance(t *testing.T, cfg pgstore.Config, insertFirst bool) {
 	var schemas sync.Map // *pgstore.Store → schema
 	storetest.Run(t, storetest.Harness{
 		NewStore: func(t *testing.T) idem.Store {
 			st := newStore(t, cfg)
+			if insertFirst {
+				pgstore.ForceInsertFirst(st)
+			}
 			schemas.Store(st, st.Schema())
 			return st
 		},
@@ -48,6 +59,9 @@ func runConformance(t *testing.T, cfg pgstore.Config) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { peer.Close() })
+			if insertFirst {
+				pgstore.ForceInsertFirst(peer)
+			}
 			return peer
 		},
 	})

@@ -56,13 +56,13 @@ UNION ALL
 SELECT * FROM ins`),
 
 		// The first-time fast path: a plain insert decided by the primary
-		// key. No row back means the key exists (or a concurrent inserter
-		// won); the caller then runs the claim statement above, which reads
-		// the existing row and handles the snapshot trap.
+		// key, run as an Exec. No row inserted means the key exists (or a
+		// concurrent inserter won); the caller then runs the claim
+		// statement above, which reads the existing row and handles the
+		// snapshot trap.
 		insertOnly: r.Replace(`INSERT INTO {T} (scope, key, fingerprint, state, fence, attempt_id, intent, mark, created_at, lease_until)
 VALUES ($1, $2, $3, 'in_progress', 1, $4, $5, '', $6, $7)
-ON CONFLICT (scope, key) DO NOTHING
-RETURNING {COLS}, true AS claimed`),
+ON CONFLICT (scope, key) DO NOTHING`),
 
 		// Take over an expired terminal record. Every condition that made it
 		// reclaimable is re-checked here, against the fence that was read.

@@ -56,6 +56,21 @@ func (c *cx) get(scope, key string) *idem.Record {
 	return r
 }
 
+// sameRecord fails unless a store's answer (from Claim or Finish) is the
+// record Get then reads: a store that builds its answer instead of reading
+// it back must build exactly what it wrote.
+func sameRecord(t *testing.T, what string, got, stored *idem.Record) {
+	t.Helper()
+	same := got.Scope == stored.Scope && got.Key == stored.Key && got.Fingerprint == stored.Fingerprint &&
+		got.State == stored.State && got.Fence == stored.Fence && got.AttemptID == stored.AttemptID &&
+		string(got.Intent) == string(stored.Intent) && string(got.Result) == string(stored.Result) &&
+		got.Mark == stored.Mark && got.CreatedAt.Equal(stored.CreatedAt) && got.LeaseUntil.Equal(stored.LeaseUntil) &&
+		got.CompletedAt.Equal(stored.CompletedAt) && got.ExpiresAt.Equal(stored.ExpiresAt)
+	if !same {
+		t.Fatalf("%s returned %+v, but the store holds %+v", what, *got, *stored)
+	}
+}
+
 func mustFenced(t *testing.T, what string, err error) {
 	t.Helper()
 	if !errors.Is(err, idem.ErrFenced) {
@@ -110,6 +125,19 @@ func contractClaimNew(t *testing.T, c *cx) {
 	}
 	if _, err := c.s.Get(c.ctx, "s", "absent"); !errors.Is(err, idem.ErrNotFound) {
 		t.Fatalf("Get(absent) = %v, want ErrNotFound", err)
+	}
+	sameRecord(t, "Claim", &r.Record, got)
+	for _, tc := range []struct {
+		st     idem.State
+		result string
+	}{{idem.StateSucceeded, "v"}, {idem.StateFailed, "no"}, {idem.StateUnknown, ""}} {
+		k := "k-" + string(tc.st)
+		cr := c.claim("s", k, "a1")
+		f, err := c.finish(cr.Record, tc.st, tc.result, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameRecord(t, "Finish("+string(tc.st)+")", f, c.get("s", k))
 	}
 }
 
