@@ -71,17 +71,19 @@ func (s *Store) finishKnown(ctx context.Context, p idem.FinishParams) (*idem.Rec
 	if !p.State.Terminal() || c.Scope != p.Scope || c.Key != p.Key || c.Fence != p.Fence || c.AttemptID != p.AttemptID {
 		return nil, false, nil
 	}
+	fpr := c.Fingerprint // a copy, so that only these 32 bytes go to the heap, not p
 	for range maxRounds {
 		n, err := s.exec(ctx, s.sql.finishKnown, string(p.State), nullBytes(p.Result), micros(p.CompletedAt),
 			micros(p.ExpiresAt), p.Scope, p.Key, p.Fence, p.AttemptID,
-			c.Fingerprint[:], nullBytes(c.Intent), string(c.Mark), c.CreatedAt.UnixMicro(), micros(c.LeaseUntil))
+			fpr[:], nullBytes(c.Intent), string(c.Mark), c.CreatedAt.UnixMicro(), micros(c.LeaseUntil))
 		switch {
+		case err == nil && n == 0:
+			return nil, false, nil
+		case err == nil:
 		case s.retryable(err):
 			continue
-		case err != nil:
+		default:
 			return nil, true, s.wrap("finish", err)
-		case n == 0:
-			return nil, false, nil
 		}
 		rec := *c
 		rec.CreatedAt, rec.LeaseUntil = norm(c.CreatedAt), norm(c.LeaseUntil)
