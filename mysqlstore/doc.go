@@ -84,11 +84,13 @@
 //
 // The multi-statement batch cost ~165 µs of server CPU and ~85 µs of client
 // CPU more than a lone UPDATE: on a CPU-bound box that is throughput. With
-// the one-UPDATE Finish, `idem bench --concurrency 16,64 --duration 2s
-// --scenarios first` gave first-time idem/raw medians of about 0.95 (c=16)
-// and 0.8 (c=64) over six runs at load average 15–18, single runs ranging
-// 0.46–1.24 (before: 0.43–0.48 and 0.45–0.61). What is left is client CPU
-// in the engine (~20 µs a request) and longer statement text.
+// the one-UPDATE Finish, `idem bench --concurrency 16,64 --duration 2s`
+// gave first-time idem/raw medians of 0.95 (c=16, single runs 0.46–1.07)
+// and 0.64 (c=64, single runs 0.59–1.24) over nine runs at load average
+// 10–18; before, 0.43–0.48 and 0.45–0.61. Replays stayed about even (one
+// SELECT each side; single runs 0.68–1.35). What is left is client CPU in
+// the engine (~20 µs a request), longer statement text, and whatever makes
+// c=64 worse than c=16, not yet found.
 //
 // # Transactions
 //
