@@ -71,7 +71,7 @@ func (e *Engine) claim(ctx context.Context, p ClaimParams) (ClaimResult, error) 
 func (e *Engine) finish(ctx context.Context, rec Record, st State, val []byte) (*Record, error) {
 	now := e.now()
 	p := FinishParams{Scope: rec.Scope, Key: rec.Key, Fence: rec.Fence, AttemptID: rec.AttemptID,
-		State: st, Result: val, CompletedAt: now}
+		State: st, Result: val, CompletedAt: now, Claim: rec}
 	if st.Terminal() {
 		// Retention counts from the moment the outcome is recorded.
 		p.ExpiresAt = now.Add(e.cfg.TTL)

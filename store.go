@@ -136,6 +136,15 @@ type FinishParams struct {
 	Result      []byte
 	CompletedAt time.Time
 	ExpiresAt   time.Time // zero for StateUnknown
+	// Claim is optional: the record as the caller holds it for this fence
+	// and attempt (the answer of its claim), or the zero Record. It is only
+	// a hint: a store may return the finished record built from Claim and
+	// these params instead of reading the record back, but only after
+	// checking, in the same atomic write, that the stored record still
+	// holds Claim's values; a store may ignore it. It never changes what
+	// Finish decides. A Claim whose Scope, Key, Fence or AttemptID differ
+	// from these params is no hint.
+	Claim Record
 }
 
 // ReleaseParams are the inputs of [Store.Release].

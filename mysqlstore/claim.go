@@ -64,7 +64,8 @@ func (s *Store) claimRound(ctx context.Context, p idem.ClaimParams) (res idem.Cl
 			return res, true, s.wrap("claim", err)
 		}
 	}
-	_, err = s.q.ExecContext(ctx, s.sql.insert, p.Scope, p.Key, p.Fingerprint[:], p.AttemptID,
+	fpr := p.Fingerprint // a copy, so that only these 32 bytes go to the heap, not p
+	_, err = s.q.ExecContext(ctx, s.sql.insert, p.Scope, p.Key, fpr[:], p.AttemptID,
 		nullBytes(p.Intent), p.Now.UnixMicro(), micros(p.LeaseUntil))
 	s.mix.Observe(err != nil && isDuplicate(err))
 	switch {

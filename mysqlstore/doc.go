@@ -37,46 +37,60 @@
 // When most recent claims were first-time, it inserts first, so a first
 // claim costs one INSERT. The switch needs a couple of dozen claims.
 //
-// Outcome writes (Finish, Resolve) read the record, decide, and write with
-// an UPDATE conditioned on the fence, attempt and state. On a store made by
-// [Open], Finish sends the read, the conditioned UPDATE and SELECT
-// ROW_COUNT() as one multi-statement batch: one round trip, so a first
-// request costs what the raw INSERT and UPDATE cost. A pool given to [New]
-// (whose DSN may not allow several statements per query) and WithTx use
-// two round trips. Release, Heartbeat and SetMark write first and read only
-// when nothing matched. MySQL reports changed rows, not matched rows (unless
-// the DSN sets clientFoundRows), so "nothing changed" is always settled by a
-// read, never taken as "fenced". Statements that lose a deadlock outside a
-// transaction are retried.
+// Finish with the caller's claim in hand (FinishParams.Claim, which the
+// engine passes) and a terminal outcome is one UPDATE, the statement a
+// bare driver would send with more conditions: fenced on fence, attempt
+// and state, and requiring fingerprint, intent, mark, created_at and
+// lease_until to hold the claim's values. The state always changes, so a
+// changed row means the record is the claim with the written fields over
+// it, and nothing is read back. When it changes nothing (already finished,
+// fenced, absent, or moved on by a heartbeat or a mark), the general path
+// below decides.
+//
+// Otherwise, outcome writes (Finish, Resolve) read the record, decide, and
+// write with an UPDATE conditioned on the fence, attempt and state. On a
+// store made by [Open], Finish sends the read, the conditioned UPDATE and
+// SELECT ROW_COUNT() as one multi-statement batch (one round trip); a pool
+// given to [New] (whose DSN may not allow several statements per query) and
+// WithTx use two round trips. Release, Heartbeat and SetMark write first
+// and read only when nothing matched. MySQL reports changed rows, not
+// matched rows (unless the DSN sets clientFoundRows), so "nothing changed"
+// is always settled by a read, never taken as "fenced". Statements that
+// lose a deadlock outside a transaction are retried.
 //
 // # Connections
 //
 // [Open] sets interpolateParams (one round trip per statement, no server
-// prepares) and multiStatements (the Finish batch; every value is still
-// escaped by the driver), and caps the pool at [Config].MaxOpenConns (32
+// prepares) and multiStatements (the general Finish batch; every value is
+// still escaped by the driver), and caps the pool at [Config].MaxOpenConns (32
 // by default), so a burst of callers (10,000 waiters on one key, say) waits
 // in the pool instead of failing with "Error 1040: Too many connections".
 //
 // # Performance
 //
-// Measured on a shared 2-core VM against MariaDB 10.11
-// (innodb_flush_log_at_trx_commit=1) with `idem bench --concurrency 16,64
-// --duration 3s --scenarios first,replay`: idem through the engine against
-// the raw driver in the same run, the previous version run just before.
-// Load average 3 to 12 during the runs, which moves single cells by ±30%.
+// A first-time request through the engine sends exactly what the raw
+// driver does: one autocommit INSERT and one autocommit UPDATE (server
+// counters per request: Com_insert 1, Com_update 1, Com_select 0,
+// Handler_commit 2, no explicit transaction, no row lock waits, the same
+// fsyncs per request as raw). A replay is one SELECT by primary key, as raw.
+// Measured per request at 16 clients on a shared 2-core VM (MariaDB 10.11,
+// innodb_flush_log_at_trx_commit=1), CPU of the server process and of the
+// client process:
 //
-//	idem/raw            before (c=16 / c=64)   now, two runs (c=16 / c=64)
-//	replay              0.38 / 0.47            0.90–1.16 / 0.89–1.00
-//	first-time          0.59 / 0.61            0.56–0.62 / 0.70–0.71
+//	first-time                       server µs   client µs
+//	raw INSERT + UPDATE              205–280     65–98
+//	engine, multi-statement Finish   440–525     210–257
+//	engine, one-UPDATE Finish        250–290     93–116
 //
-// Replays gained the read-first path. First requests now cost the raw
-// statements' round trips (INSERT, then one batch), but the package
-// benchmarks (`go test -run '^$' -bench . -benchtime 1000x`, idem and raw
-// timed alternately) show that on loopback the round trip saved is small:
-// Finish's latency is 1.24–1.39× a raw UPDATE's with the batch and
-// 1.28–1.49× without it, and a first request 1.14–1.26× INSERT+UPDATE. The
-// remaining gap is in the UPDATE's commit, not in the statements' count;
-// the batch pays off when the server is a network hop away.
+// The multi-statement batch cost ~165 µs of server CPU and ~85 µs of client
+// CPU more than a lone UPDATE: on a CPU-bound box that is throughput. With
+// the one-UPDATE Finish, `idem bench --concurrency 16,64 --duration 2s`
+// gave first-time idem/raw medians of 0.95 (c=16, single runs 0.46–1.07)
+// and 0.64 (c=64, single runs 0.59–1.24) over nine runs at load average
+// 10–18; before, 0.43–0.48 and 0.45–0.61. Replays stayed about even (one
+// SELECT each side; single runs 0.68–1.35). What is left is client CPU in
+// the engine (~20 µs a request), longer statement text, and whatever makes
+// c=64 worse than c=16, not yet found.
 //
 // # Transactions
 //

@@ -18,6 +18,9 @@ const (
 )
 
 func mysqlErrno(err error) uint16 {
+	if err == nil {
+		return 0 // before errors.As, whose target escapes: no allocation on success
+	}
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
 		return me.Number

@@ -11,6 +11,13 @@ import (
 
 // Finish implements [idem.Store.Finish].
 //
+// When p.Claim holds the caller's claim (the engine passes it) and the
+// outcome is terminal, Finish is one plain UPDATE, the same statement a
+// bare driver would send plus conditions: it is fenced (fence, attempt,
+// state) and also requires the columns it does not write to hold the
+// claim's values, so when it changes the row the record is known without
+// reading it back. When it changes nothing, the paths below decide.
+//
 // On a store made by [Open] (outside WithTx) it is one round trip: a batch
 // of the read, an UPDATE conditioned on the fence, the attempt and the
 // states the outcome may follow, and SELECT ROW_COUNT(). A changed row
@@ -34,6 +41,9 @@ func (s *Store) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, 
 	if err := checkIdentity(p.Scope, p.Key); err != nil {
 		return nil, err
 	}
+	if rec, done, err := s.finishKnown(ctx, p); done || err != nil {
+		return rec, err
+	}
 	round := s.finishRound
 	if s.multi && s.tx == nil {
 		round = s.finishBatch
@@ -45,6 +55,41 @@ func (s *Store) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, 
 		}
 	}
 	return nil, s.wrap("finish", fmt.Errorf("key %q changed %d times during one finish", p.Key, maxRounds))
+}
+
+// finishKnown is Finish's fast path for a terminal outcome when p.Claim is
+// the caller's claim: one UPDATE, fenced like every finish, that also
+// requires each column it does not write (fingerprint, intent, mark,
+// created_at, lease_until) to hold the claim's value. The state always
+// changes, so a changed row means the write happened on exactly that
+// record, and the result is the claim with the written fields over it; no
+// read, no second statement. done is false when there is no usable claim
+// or the UPDATE matched nothing (finished already, fenced, absent, or the
+// record moved on by a heartbeat or a mark): the general path decides.
+func (s *Store) finishKnown(ctx context.Context, p idem.FinishParams) (*idem.Record, bool, error) {
+	c := &p.Claim
+	if !p.State.Terminal() || c.Scope != p.Scope || c.Key != p.Key || c.Fence != p.Fence || c.AttemptID != p.AttemptID {
+		return nil, false, nil
+	}
+	fpr := c.Fingerprint // a copy, so that only these 32 bytes go to the heap, not p
+	for range maxRounds {
+		n, err := s.exec(ctx, s.sql.finishKnown, string(p.State), nullBytes(p.Result), micros(p.CompletedAt),
+			micros(p.ExpiresAt), p.Scope, p.Key, p.Fence, p.AttemptID,
+			fpr[:], nullBytes(c.Intent), string(c.Mark), c.CreatedAt.UnixMicro(), micros(c.LeaseUntil))
+		switch {
+		case err == nil && n == 0:
+			return nil, false, nil
+		case err == nil:
+		case s.retryable(err):
+			continue
+		default:
+			return nil, true, s.wrap("finish", err)
+		}
+		rec := *c
+		rec.CreatedAt, rec.LeaseUntil = norm(c.CreatedAt), norm(c.LeaseUntil)
+		return overlay(&rec, p), true, nil
+	}
+	return nil, false, nil
 }
 
 func (s *Store) finishRound(ctx context.Context, p idem.FinishParams) (*idem.Record, bool, error) {

@@ -13,6 +13,7 @@ type statements struct {
 	getExcl     string // locking read before a write, inside a transaction
 	finish      string
 	finishOne   string // terminal outcome and read-back in one round trip
+	finishKnown string // terminal outcome over a record known from the claim
 	unknownOne  string // unknown outcome and read-back in one round trip
 	heartbeat   string
 	release     string
@@ -48,6 +49,13 @@ func buildStatements(table string) statements {
 		finishOne: get + "; UPDATE " + t + " SET state = ?, result = ?, completed_at = ?, expires_at = ? " +
 			"WHERE scope = ? AND `key` = ? AND fence = ? AND attempt_id = ? AND state IN ('in_progress', 'unknown'); " +
 			"SELECT ROW_COUNT()",
+		// Finish when the caller holds the claim: the UPDATE also checks
+		// every column it does not write against the claim, so a changed
+		// row means the record is the claim with the written fields over
+		// it, and nothing needs to be read back.
+		finishKnown: "UPDATE " + t + " SET state = ?, result = ?, completed_at = ?, expires_at = ? " +
+			"WHERE scope = ? AND `key` = ? AND fence = ? AND attempt_id = ? AND state IN ('in_progress', 'unknown') " +
+			"AND fingerprint = ? AND intent <=> ? AND mark = ? AND created_at = ? AND lease_until <=> ?",
 		unknownOne: get + "; UPDATE " + t + " SET state = 'unknown', completed_at = ? " +
 			"WHERE scope = ? AND `key` = ? AND fence = ? AND attempt_id = ? AND state = 'in_progress'; " +
 			"SELECT ROW_COUNT()",
