@@ -99,20 +99,20 @@ func existing(r *idem.Record, p idem.ClaimParams) idem.ClaimResult {
 // insertClaim inserts a fresh claim; the primary key decides, and a
 // conflict returns sql.ErrNoRows without writing anything.
 func (o ops) insertClaim(ctx context.Context, p idem.ClaimParams) (*idem.Record, error) {
-	return scanRecord(o.write.QueryRowContext(ctx, `
+	return writeReturning(ctx, o.write, `
 		INSERT INTO idem_records
 			(scope, key, fingerprint, state, fence, attempt_id, intent, created_at, lease_until)
 		VALUES (?, ?, ?, 'in_progress', 1, ?, ?, ?, ?)
 		ON CONFLICT (scope, key) DO NOTHING
 		RETURNING `+columns,
-		p.Scope, p.Key, p.Fingerprint[:], p.AttemptID, blob(p.Intent), p.Now.UnixMicro(), micros(p.LeaseUntil)))
+		p.Scope, p.Key, p.Fingerprint[:], p.AttemptID, blob(p.Intent), p.Now.UnixMicro(), micros(p.LeaseUntil))
 }
 
 // replaceExpired re-claims a succeeded/failed record whose retention has
 // passed at p.Now, bumping its fence; the expiry is checked in the same
 // statement, so a record re-claimed or renewed meanwhile is left alone.
 func (o ops) replaceExpired(ctx context.Context, p idem.ClaimParams) (*idem.Record, error) {
-	return scanRecord(o.write.QueryRowContext(ctx, `
+	return writeReturning(ctx, o.write, `
 		UPDATE idem_records SET
 			fingerprint = ?, state = 'in_progress', fence = fence + 1, attempt_id = ?,
 			intent = ?, result = NULL, mark = '', created_at = ?, lease_until = ?,
@@ -121,5 +121,5 @@ func (o ops) replaceExpired(ctx context.Context, p idem.ClaimParams) (*idem.Reco
 			AND expires_at IS NOT NULL AND expires_at <= ?
 		RETURNING `+columns,
 		p.Fingerprint[:], p.AttemptID, blob(p.Intent), p.Now.UnixMicro(), micros(p.LeaseUntil),
-		p.Scope, p.Key, p.Now.UnixMicro()))
+		p.Scope, p.Key, p.Now.UnixMicro())
 }
