@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"errors"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -173,4 +174,41 @@ func equalRecord(a, b idem.Record) bool {
 		string(a.Intent) == string(b.Intent) && string(a.Result) == string(b.Result) &&
 		a.Mark == b.Mark && a.CreatedAt.Equal(b.CreatedAt) && a.LeaseUntil.Equal(b.LeaseUntil) &&
 		a.CompletedAt.Equal(b.CompletedAt) && a.ExpiresAt.Equal(b.ExpiresAt)
+}
+
+// A claim returns the record it inserted without reading it back: that
+// record must be the one a read returns, byte for byte and at the stored
+// (microsecond, UTC) precision, and must not share the caller's buffers.
+func TestClaimedRecordIsTheStoredRecord(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	local := time.FixedZone("UTC+3", 3*3600)
+	cases := []func(p *idem.ClaimParams){
+		func(*idem.ClaimParams) {},
+		func(p *idem.ClaimParams) { p.Intent = nil },
+		func(p *idem.ClaimParams) { p.Intent = []byte{} },
+		func(p *idem.ClaimParams) { p.LeaseUntil = time.Time{} },
+		func(p *idem.ClaimParams) {
+			p.Now = time.Date(2025, 3, 1, 15, 0, 0, 123456789, local)
+			p.LeaseUntil = p.Now.Add(time.Minute + 999*time.Nanosecond)
+		},
+	}
+	for i, edit := range cases {
+		p := claimParams("k"+string(rune('a'+i)), "att")
+		edit(&p)
+		r := mustClaim(t, s, p)
+		got, err := s.Get(ctx, p.Scope, p.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Claimed || !reflect.DeepEqual(r.Record, *got) {
+			t.Fatalf("case %d: claim returned\n%#v\nstored\n%#v", i, r.Record, *got)
+		}
+		if len(p.Intent) > 0 {
+			p.Intent[0] ^= 0xff
+			if r.Record.Intent[0] == p.Intent[0] {
+				t.Fatalf("case %d: the claimed record shares the caller's intent buffer", i)
+			}
+		}
+	}
 }

@@ -33,12 +33,12 @@ func (o ops) finishNow(ctx context.Context, p idem.FinishParams) (*idem.Record, 
 	default:
 		return nil, badParam("finish: state %q is not succeeded, failed or unknown", p.State)
 	}
-	r, err := scanRecord(o.write.QueryRowContext(ctx, `
+	r, err := writeReturning(ctx, o.write, `
 		UPDATE idem_records SET state = ?, result = ?, completed_at = ?, expires_at = ?
 		WHERE scope = ? AND key = ? AND fence = ? AND attempt_id = ? AND `+from+`
 		RETURNING `+columns,
 		string(p.State), blob(p.Result), micros(p.CompletedAt), expires,
-		p.Scope, p.Key, p.Fence, p.AttemptID))
+		p.Scope, p.Key, p.Fence, p.AttemptID)
 	if !errors.Is(err, sql.ErrNoRows) {
 		return r, err
 	}

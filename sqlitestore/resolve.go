@@ -31,7 +31,7 @@ func (o ops) resolve(ctx context.Context, p idem.ResolveParams) (*idem.Record, e
 	default:
 		return nil, badParam("resolve: target state %q is not succeeded, failed or in_progress", p.To)
 	}
-	r, err := scanRecord(o.write.QueryRowContext(ctx, q+` RETURNING `+columns, args...))
+	r, err := writeReturning(ctx, o.write, q+` RETURNING `+columns, args...)
 	if !errors.Is(err, sql.ErrNoRows) {
 		return r, err
 	}

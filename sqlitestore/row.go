@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -62,6 +63,41 @@ func scanRecord(sc scanner) (*idem.Record, error) {
 		r.Result = nil
 	}
 	return &r, nil
+}
+
+// writeReturning runs a writing statement ending in RETURNING columns and
+// scans the one row it returns; sql.ErrNoRows when it changed nothing.
+//
+// It steps the statement to its end instead of closing it after the first
+// row as (*sql.Row).Scan does. An autocommit statement abandoned after its
+// row commits in sqlite3_reset, and SQLite runs the WAL hook (hence its
+// automatic checkpoint) only when sqlite3_step reports the statement done:
+// writes made only through abandoned RETURNING statements are never
+// checkpointed, the WAL grows by every commit, and every fsync of a
+// growing file costs more than one of a file written in place.
+func writeReturning(ctx context.Context, q querier, query string, args ...any) (*idem.Record, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		return nil, sql.ErrNoRows
+	}
+	r, err := scanRecord(rows)
+	if err != nil {
+		return nil, err
+	}
+	if rows.Next() { // steps to the end: commits and runs the WAL hook
+		return nil, errors.New("sqlitestore: a single-row write returned more than one row")
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err // the commit failed: the write did not happen
+	}
+	return r, rows.Close()
 }
 
 // micros stores t as unix microseconds, and the zero time as NULL.

@@ -18,29 +18,37 @@ const maxCachedStmts = 64
 // the writer connection that transaction holds.
 type stmtCache struct {
 	db *sql.DB
+	// ready maps a statement text to its *sql.Stmt: read on every call
+	// without a lock, which many concurrent callers would contend on.
+	ready sync.Map
+	// mu serialises preparing; n counts the prepared statements.
 	mu sync.Mutex
-	m  map[string]*sql.Stmt
+	n  int
 }
 
 func newStmtCache(db *sql.DB) *stmtCache {
-	return &stmtCache{db: db, m: make(map[string]*sql.Stmt)}
+	return &stmtCache{db: db}
 }
 
 // stmt returns the prepared statement for q, or nil to run q unprepared.
 func (c *stmtCache) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st, ok := c.m[q]; ok {
+	if st := c.peek(q); st != nil {
 		return st, nil
 	}
-	if len(c.m) >= maxCachedStmts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.peek(q); st != nil {
+		return st, nil
+	}
+	if c.n >= maxCachedStmts {
 		return nil, nil
 	}
 	st, err := c.db.PrepareContext(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	c.m[q] = st
+	c.ready.Store(q, st)
+	c.n++
 	return st, nil
 }
 
@@ -78,9 +86,10 @@ func (c *stmtCache) QueryRowContext(ctx context.Context, q string, args ...any) 
 // peek returns the prepared statement for q if there is one, without
 // preparing it (which would need a connection of its own).
 func (c *stmtCache) peek(q string) *sql.Stmt {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[q]
+	if st, ok := c.ready.Load(q); ok {
+		return st.(*sql.Stmt)
+	}
+	return nil
 }
 
 // txQuerier runs statements in tx, reusing c's prepared statements (tx is

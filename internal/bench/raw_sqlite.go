@@ -46,7 +46,7 @@ func openSQLiteTarget(ctx context.Context, d storeopen.DSN, name string) (*targe
 }
 
 // sqliteRaw mirrors sqlitestore's connection layout and schema (the same
-// secondary indexes, which every write maintains): one writer (WAL,
+// constraints and secondary indexes, which every write maintains): one writer (WAL,
 // BEGIN IMMEDIATE) and a pool of four query-only readers.
 type sqliteRaw struct {
 	w, r          *sql.DB
@@ -66,9 +66,13 @@ func openSQLiteRaw(ctx context.Context, path, sync string) (*sqliteRaw, error) {
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	s := &sqliteRaw{w: w}
+	// The CHECK constraints are idem's too: SQLite evaluates them on every
+	// insert and update.
 	if _, err := w.ExecContext(ctx, `CREATE TABLE raw_records (
-		scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint BLOB NOT NULL, state TEXT NOT NULL,
-		fence INTEGER NOT NULL, attempt_id TEXT NOT NULL, intent BLOB, result BLOB,
+		scope TEXT NOT NULL, key TEXT NOT NULL,
+		fingerprint BLOB NOT NULL CHECK (length(fingerprint) = 32),
+		state TEXT NOT NULL CHECK (state IN ('in_progress', 'succeeded', 'failed', 'unknown')),
+		fence INTEGER NOT NULL CHECK (fence > 0), attempt_id TEXT NOT NULL, intent BLOB, result BLOB,
 		mark TEXT NOT NULL DEFAULT '', created_at INTEGER NOT NULL, lease_until INTEGER,
 		completed_at INTEGER, expires_at INTEGER, PRIMARY KEY (scope, key));
 		CREATE INDEX raw_state_created ON raw_records (state, created_at);
