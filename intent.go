@@ -51,7 +51,7 @@ type Attempt struct {
 	// re-drivable operation.
 	Redrive bool
 
-	heartbeat func(ctx context.Context) error
+	heartbeat *heartbeater
 }
 
 // ForwardKey is the key to forward to a provider on every attempt of this
@@ -71,7 +71,7 @@ func (a *Attempt) Heartbeat(ctx context.Context) error {
 	if a.heartbeat == nil {
 		return nil
 	}
-	return a.heartbeat(ctx)
+	return a.heartbeat.beat(ctx)
 }
 
 // Policy is the per-operation behaviour. Zero fields take the engine's
