@@ -86,6 +86,11 @@ type Request struct {
 	Operation string
 	// Intent, when set, is written with the claim before the effect runs.
 	Intent *Intent
+	// LazyIntent, when Intent is nil, builds the intent only when a claim
+	// is about to be written, so that a replay served from the replay
+	// cache builds none. It is called at most once per call, on the
+	// calling goroutine, before the effect runs.
+	LazyIntent IntentBuilder
 	// Policy overrides the engine's defaults for this operation.
 	Policy Policy
 }
@@ -155,6 +160,9 @@ func (e *Engine) do(ctx context.Context, req *Request, h Handler) (Result, Outco
 	}
 	// The journal is encoded only when a claim is about to be written.
 	var intent []byte
+	if req.Intent == nil && req.LazyIntent != nil {
+		req.Intent = req.LazyIntent.BuildIntent()
+	}
 	if req.Intent != nil {
 		intent = encodeIntent(req.Intent)
 	}

@@ -25,6 +25,12 @@ type Intent struct {
 	Fields map[string]string `json:"fields,omitempty"`
 }
 
+// IntentBuilder builds a request's intent on demand; see
+// [Request.LazyIntent].
+type IntentBuilder interface {
+	BuildIntent() *Intent
+}
+
 // DecodeIntent decodes a record's Intent bytes; empty bytes give nil.
 func DecodeIntent(b []byte) (*Intent, error) {
 	if len(b) == 0 {
