@@ -68,6 +68,7 @@ func (m *Middleware) errorProblem(err error, in *input) *Problem {
 // request that first used the key and this one, when both bodies are JSON
 // objects. Only names are returned, never values.
 func mismatchFields(rec *idem.Record, in *input) []string {
+	in.digest()
 	if rec == nil || !in.object {
 		return nil
 	}
