@@ -9,8 +9,11 @@ import (
 // encodeIntent returns json.Marshal(in), byte for byte, without reflection:
 // the journal is encoded on every claim.
 func encodeIntent(in *Intent) []byte {
+	var arr [8]string
+	keys := arr[:0]
 	n := 16 + len(in.Operation) + len(in.Currency) + len(in.Counterparty) + len(in.ForwardKey)
 	for k, v := range in.Fields {
+		keys = append(keys, k)
 		n += len(k) + len(v) + 6
 	}
 	b := make([]byte, 0, n+48)
@@ -48,11 +51,6 @@ func encodeIntent(in *Intent) []byte {
 	if len(in.Fields) > 0 {
 		field("fields")
 		b = append(b, '{')
-		var arr [8]string
-		keys := arr[:0]
-		for k := range in.Fields {
-			keys = append(keys, k)
-		}
 		slices.Sort(keys)
 		for i, k := range keys {
 			if i > 0 {
@@ -75,11 +73,12 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
+		c := s[i]
+		if jsonSafe[c] {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
 			b = append(b, s[start:i]...)
 			switch c {
 			case '\\', '"':
@@ -121,3 +120,12 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+// jsonSafe marks the ASCII bytes encoding/json writes as they are (with
+// HTML escaping on); bytes from 0x80 are not, they start a UTF-8 sequence.
+var jsonSafe = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
