@@ -230,7 +230,12 @@ type finishCtx struct {
 
 type afterFunc struct{ f func() }
 
+// init starts c's deadline; a second call (after a panic in a finish) keeps
+// the first.
 func (c *finishCtx) init(parent context.Context, d time.Duration) {
+	if c.parent != nil {
+		return
+	}
 	c.parent = parent
 	c.deadline = time.Now().Add(d)
 }
