@@ -114,16 +114,14 @@ func (w *asyncWaiter) settled(rec *Record, err error) {
 	case err != nil:
 		w.answer(Result{}, OutcomeError, err)
 	case rec != nil && rec.State.Terminal() && !rec.Expired(e.now()):
-		if e.cache != nil {
-			e.cache.put(flightKey(w.req.Scope, string(w.req.Key)), *rec)
-		}
-		res, out, rerr := e.replay(&w.req, *rec)
+		e.cache.put(w.req.Scope, string(w.req.Key), rec)
+		res, out, rerr := e.replay(&w.req, rec)
 		w.answer(res, out, rerr)
 	default:
 		// Released, unknown or expired: the claim loop decides, on a
 		// goroutine of its own, within what is left of the wait bound.
 		go func() {
-			res, out, err := e.claimLoop(w.ctx, &w.req, w.pol, flightKey(w.req.Scope, string(w.req.Key)), w.h, w.deadline)
+			res, out, err := e.claimLoop(w.ctx, &w.req, w.pol, w.h, w.deadline)
 			w.answer(res, out, err)
 		}()
 	}

@@ -2,11 +2,10 @@ package idem
 
 import (
 	"context"
-	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"fmt"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 )
@@ -21,6 +20,10 @@ type Engine struct {
 	closed  atomic.Bool
 	flights flightGroup
 	cache   *replayCache
+	beats   beatSchedule
+	// observe is false when Config.Observer is the default no-op: events
+	// are then neither built nor timed.
+	observe bool
 	// txBound engines (from WithStore) run on a caller's transaction, which
 	// must not be used from a second goroutine: no background heartbeats.
 	txBound bool
@@ -36,7 +39,7 @@ func New(store Store, cfg Config) (*Engine, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	e := &Engine{store: store, cfg: cfg, cache: newReplayCache(cfg.ReplayCache, store)}
+	e := &Engine{store: store, cfg: cfg, cache: newReplayCache(cfg.ReplayCache, store), observe: observing(cfg.Observer)}
 	e.flights.init(e)
 	return e, nil
 }
@@ -56,7 +59,7 @@ func (e *Engine) Config() Config { return e.cfg }
 // else can see the claim before the transaction commits, so its lease does
 // not matter) and has no replay cache (what it reads may still roll back).
 func (e *Engine) WithStore(s Store) *Engine {
-	n := &Engine{store: s, cfg: e.cfg, txBound: true}
+	n := &Engine{store: s, cfg: e.cfg, txBound: true, observe: e.observe}
 	n.flights.init(n)
 	return n
 }
@@ -83,6 +86,11 @@ type Request struct {
 	Operation string
 	// Intent, when set, is written with the claim before the effect runs.
 	Intent *Intent
+	// LazyIntent, when Intent is nil, builds the intent only when a claim
+	// is about to be written, so that a replay served from the replay
+	// cache builds none. It is called at most once per call, on the
+	// calling goroutine, before the effect runs.
+	LazyIntent IntentBuilder
 	// Policy overrides the engine's defaults for this operation.
 	Policy Policy
 }
@@ -118,6 +126,10 @@ type Handler func(ctx context.Context, a *Attempt) ([]byte, error)
 // [ErrUnknownOutcome], [ErrFenced] (the effect ran but the claim was taken
 // over before the outcome was recorded), [ErrStoreUnavailable], [ErrClosed].
 func (e *Engine) DoBytes(ctx context.Context, req Request, h Handler) (Result, error) {
+	if !e.observe {
+		res, _, err := e.do(ctx, &req, h)
+		return res, err
+	}
 	start := e.cfg.Clock()
 	res, out, err := e.do(ctx, &req, h)
 	e.cfg.Observer.Observe(ctx, Event{
@@ -141,11 +153,9 @@ func (e *Engine) do(ctx context.Context, req *Request, h Handler) (Result, Outco
 		return Result{}, OutcomeError, err
 	}
 	pol := e.policy(req.Policy)
-	var ck string // the cache key, built only when there is a cache
 	if e.cache != nil {
-		ck = flightKey(req.Scope, string(req.Key))
-		if rec, ok := e.cache.get(ck, e.now()); ok {
-			return e.replay(req, rec)
+		if rec, ok := e.cache.get(req.Scope, string(req.Key), e.now()); ok {
+			return e.replay(req, &rec)
 		}
 	}
 	var waitDeadline time.Time
@@ -165,26 +175,25 @@ func (e *Engine) do(ctx context.Context, req *Request, h Handler) (Result, Outco
 			return Result{}, OutcomeError, err
 		}
 		if settled != nil && settled.State.Terminal() && !settled.Expired(e.now()) {
-			e.cache.put(ck, *settled)
-			return e.replay(req, *settled)
+			e.cache.put(req.Scope, string(req.Key), settled)
+			return e.replay(req, settled)
 		}
 		// Released, unknown or expired: the claim loop decides.
 	}
-	return e.claimLoop(ctx, req, pol, ck, h, waitDeadline)
+	return e.claimLoop(ctx, req, pol, h, waitDeadline)
 }
 
 // claimLoop claims the key and runs the effect, replays the recorded
 // outcome, or waits for an in-flight attempt (until waitDeadline once set)
 // and looks again.
-func (e *Engine) claimLoop(ctx context.Context, req *Request, pol Policy, ck string, h Handler, waitDeadline time.Time) (Result, Outcome, error) {
+func (e *Engine) claimLoop(ctx context.Context, req *Request, pol Policy, h Handler, waitDeadline time.Time) (Result, Outcome, error) {
 	// The journal is encoded only when a claim is about to be written.
 	var intent []byte
+	if req.Intent == nil && req.LazyIntent != nil {
+		req.Intent = req.LazyIntent.BuildIntent()
+	}
 	if req.Intent != nil {
-		b, err := json.Marshal(req.Intent)
-		if err != nil {
-			return Result{}, OutcomeError, fmt.Errorf("idem: encode intent: %w", err)
-		}
-		intent = b
+		intent = encodeIntent(req.Intent)
 	}
 	attemptID := newAttemptID()
 	for {
@@ -197,24 +206,24 @@ func (e *Engine) claimLoop(ctx context.Context, req *Request, pol Policy, ck str
 			e.abandonClaim(ctx, req, attemptID)
 			return Result{}, OutcomeError, err
 		}
-		rec := cr.Record
+		rec := &cr.Record
 		if cr.Claimed {
-			return e.run(ctx, req, pol, rec, h, false)
+			return e.run(ctx, req, pol, *rec, h, false)
 		}
 		if rec.State.Terminal() {
-			e.cache.put(ck, rec)
+			e.cache.put(req.Scope, string(req.Key), rec)
 			return e.replay(req, rec)
 		}
 		if rec.Fingerprint != req.Fingerprint {
-			return Result{}, OutcomeMismatch, &MismatchError{Scope: req.Scope, Key: string(req.Key), Record: &rec}
+			return Result{}, OutcomeMismatch, &MismatchError{Scope: req.Scope, Key: string(req.Key), Record: clonePtr(rec)}
 		}
 		switch rec.State {
 		case StateUnknown:
-			return e.onUnknown(ctx, req, pol, rec, h)
+			return e.onUnknown(ctx, req, pol, *rec, h)
 		}
 		// In progress.
 		if rec.LeaseExpired(now) {
-			urec, err := e.markUnknown(ctx, rec, now)
+			urec, err := e.markUnknown(ctx, *rec, now)
 			if errors.Is(err, ErrFenced) {
 				continue // the record moved on; look again
 			}
@@ -241,19 +250,19 @@ func (e *Engine) claimLoop(ctx context.Context, req *Request, pol Policy, ck str
 		// released key is free (one waiter wins), an unknown or expired
 		// record is reported by the claim path.
 		if settled != nil && settled.State.Terminal() && !settled.Expired(e.now()) {
-			e.cache.put(ck, *settled)
-			return e.replay(req, *settled)
+			e.cache.put(req.Scope, string(req.Key), settled)
+			return e.replay(req, settled)
 		}
 	}
 }
 
 // replay returns a terminal record's outcome, or a mismatch when the
 // request differs from the one that claimed the key.
-func (e *Engine) replay(req *Request, rec Record) (Result, Outcome, error) {
+func (e *Engine) replay(req *Request, rec *Record) (Result, Outcome, error) {
 	if rec.Fingerprint != req.Fingerprint {
-		return Result{}, OutcomeMismatch, &MismatchError{Scope: req.Scope, Key: string(req.Key), Record: &rec}
+		return Result{}, OutcomeMismatch, &MismatchError{Scope: req.Scope, Key: string(req.Key), Record: clonePtr(rec)}
 	}
-	res := Result{Value: rec.Result, State: rec.State, Replayed: true, Record: rec}
+	res := Result{Value: rec.Result, State: rec.State, Replayed: true, Record: *rec}
 	if rec.State == StateFailed {
 		return res, OutcomeReplay, &FailureError{Message: string(rec.Result), Replayed: true}
 	}
@@ -297,23 +306,34 @@ func (e *Engine) onUnknown(ctx context.Context, req *Request, pol Policy, rec Re
 	return e.run(ctx, req, pol, *nrec, h, true)
 }
 
+// runState is what one run of an effect needs beyond the call's own
+// variables — the attempt handed to the handler, its heartbeat and the
+// context its outcome is recorded under — allocated at once.
+type runState struct {
+	att Attempt
+	hb  heartbeater
+	fin finishCtx
+}
+
 // run executes the effect under the claim rec and records its outcome.
 func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, h Handler, redrive bool) (res Result, out Outcome, err error) {
 	in := req.Intent // the journal this claim wrote; decode only a re-driven record's
 	if in == nil {
 		in, _ = DecodeIntent(rec.Intent)
 	}
-	att := &Attempt{Scope: rec.Scope, Key: Key(rec.Key), Fence: rec.Fence, ID: rec.AttemptID, Intent: in, Redrive: redrive}
+	rs := &runState{att: Attempt{Scope: rec.Scope, Key: Key(rec.Key), Fence: rec.Fence, ID: rec.AttemptID, Intent: in, Redrive: redrive}}
 	// Finishing work outlives the caller: a cancelled caller never turns a
-	// started effect into a release.
-	fin := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.WithoutCancel(ctx), e.cfg.FinishTimeout)
+	// started effect into a release. fctx is context.WithTimeout(
+	// context.WithoutCancel(ctx), FinishTimeout), made when it is needed.
+	fctx := &rs.fin
+	fin := func() context.Context {
+		fctx.init(ctx, e.cfg.FinishTimeout)
+		return fctx
 	}
 	if err := ctx.Err(); err != nil {
 		// The effect has not started: releasing is the truth.
-		fctx, cancel := fin()
-		defer cancel()
-		_ = e.release(fctx, rec)
+		defer fctx.cancel()
+		_ = e.release(fin(), rec)
 		return Result{}, OutcomeReleased, err
 	}
 
@@ -327,32 +347,38 @@ func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, 
 		effCtx, c = context.WithTimeout(effCtx, pol.Timeout)
 		defer c()
 	}
-	hb := e.startHeartbeat(effCtx, rec, pol.Lease, cancelEff)
-	att.heartbeat = hb.beat
-	e.cfg.Observer.Observe(ctx, Event{Kind: EventInFlight, Delta: 1, Operation: req.Operation})
-	defer e.cfg.Observer.Observe(ctx, Event{Kind: EventInFlight, Delta: -1, Operation: req.Operation})
+	hb := &rs.hb
+	*hb = heartbeater{e: e, ctx: effCtx, cancel: cancelEff, scope: rec.Scope, key: rec.Key, fence: rec.Fence, id: rec.AttemptID, lease: pol.Lease}
+	hb.start()
+	rs.att.heartbeat = hb
+	observe := e.observe
+	if observe {
+		e.cfg.Observer.Observe(ctx, Event{Kind: EventInFlight, Delta: 1, Operation: req.Operation})
+		defer e.cfg.Observer.Observe(ctx, Event{Kind: EventInFlight, Delta: -1, Operation: req.Operation})
+	}
 
 	defer func() {
 		if p := recover(); p != nil {
 			hb.stop()
-			fctx, cancel := fin()
-			defer cancel()
-			if _, ferr := e.finish(fctx, rec, StateUnknown, nil); ferr != nil {
+			defer fctx.cancel()
+			if _, ferr := e.finish(fin(), rec, StateUnknown, nil); ferr != nil {
 				e.cfg.Logger.Error("idem: record unknown after panic", "key_hash", hashForLog(rec.Scope, rec.Key), "err", ferr)
 			}
-			e.cfg.Observer.Observe(ctx, Event{Kind: EventOutcome, Outcome: OutcomeUnknown, Operation: req.Operation, Scope: req.Scope, Key: string(req.Key)})
+			if observe {
+				e.cfg.Observer.Observe(ctx, Event{Kind: EventOutcome, Outcome: OutcomeUnknown, Operation: req.Operation, Scope: req.Scope, Key: string(req.Key)})
+			}
 			e.flights.poke(rec.Scope, rec.Key)
 			panic(p)
 		}
 	}()
-	val, herr := h(effCtx, att)
+	val, herr := h(effCtx, &rs.att)
 	hb.stop()
 	if cause := context.Cause(effCtx); herr != nil && errors.Is(cause, ErrFenced) {
 		herr = Unknown(herr)
 	}
 
-	fctx, cancel := fin()
-	defer cancel()
+	defer fctx.cancel()
+	fin()
 	defer e.flights.poke(rec.Scope, rec.Key)
 	switch {
 	case herr == nil:
@@ -360,9 +386,7 @@ func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, 
 		if ferr != nil {
 			return e.finishFailed(ferr)
 		}
-		if e.cache != nil {
-			e.cache.put(flightKey(rec.Scope, rec.Key), *frec)
-		}
+		e.cache.put(rec.Scope, rec.Key, frec)
 		return Result{Value: val, State: StateSucceeded, Record: *frec}, OutcomeFirst, nil
 	case errors.Is(herr, ErrReleased):
 		if rerr := e.release(fctx, rec); rerr != nil {
@@ -373,7 +397,8 @@ func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, 
 		if _, ferr := e.finish(fctx, rec, StateUnknown, nil); ferr != nil && !errors.Is(ferr, ErrFenced) {
 			e.cfg.Logger.Error("idem: record unknown", "key_hash", hashForLog(rec.Scope, rec.Key), "err", ferr)
 		}
-		return Result{Record: rec}, OutcomeUnknown, &UnknownOutcomeError{Scope: req.Scope, Key: string(req.Key), Record: &rec, RetryAfter: e.cfg.RetryAfter}
+		r := rec
+		return Result{Record: rec}, OutcomeUnknown, &UnknownOutcomeError{Scope: req.Scope, Key: string(req.Key), Record: &r, RetryAfter: e.cfg.RetryAfter}
 	default:
 		msg := herr.Error()
 		frec, ferr := e.finish(fctx, rec, StateFailed, []byte(msg))
@@ -406,8 +431,19 @@ func (e *Engine) abandonClaim(ctx context.Context, req *Request, attemptID strin
 	_ = e.release(fctx, *rec)
 }
 
+// clonePtr returns a pointer to a copy of *r, for errors that outlive the
+// call's own variables.
+func clonePtr(r *Record) *Record {
+	c := *r
+	return &c
+}
+
+// newAttemptID returns 128 random bits in hex. They need to be unique, not
+// secret: the runtime's ChaCha8 generator (seeded from the OS, per thread)
+// gives that without a system call.
 func newAttemptID() string {
 	var b [16]byte
-	_, _ = rand.Read(b[:])
+	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
 	return hex.EncodeToString(b[:])
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"sync"
 	"time"
 )
 
@@ -15,9 +14,13 @@ import (
 func (e *Engine) retry(ctx context.Context, name string, op func() error) error {
 	var err error
 	for i := 0; ; i++ {
-		start := time.Now()
-		err = op()
-		e.cfg.Observer.Observe(ctx, Event{Kind: EventStore, StoreOp: name, Duration: time.Since(start), Err: err})
+		if e.observe {
+			start := time.Now()
+			err = op()
+			e.cfg.Observer.Observe(ctx, Event{Kind: EventStore, StoreOp: name, Duration: time.Since(start), Err: err})
+		} else {
+			err = op()
+		}
 		if err == nil || !retryable(ctx, err) || i >= e.cfg.StoreRetries {
 			break
 		}
@@ -120,78 +123,6 @@ func (e *Engine) get(ctx context.Context, scope, key string) (*Record, error) {
 		return err
 	})
 	return out, err
-}
-
-// heartbeater extends an attempt's lease while its effect runs. It is a
-// timer, not a goroutine: most effects finish well inside a third of their
-// lease and never need a beat, so they should not pay for one.
-type heartbeater struct {
-	beat    func(ctx context.Context) error
-	ctx     context.Context
-	every   time.Duration
-	mu      sync.Mutex
-	t       *time.Timer
-	stopped bool
-	running sync.WaitGroup // beats in progress
-}
-
-// stop prevents further beats and waits for one in progress to end, so no
-// heartbeat reaches the store after the outcome is recorded.
-func (h *heartbeater) stop() {
-	h.mu.Lock()
-	h.stopped = true
-	if h.t != nil {
-		h.t.Stop()
-	}
-	h.mu.Unlock()
-	h.running.Wait()
-}
-
-func (h *heartbeater) fire() {
-	h.mu.Lock()
-	if h.stopped {
-		h.mu.Unlock()
-		return
-	}
-	h.running.Add(1)
-	h.mu.Unlock()
-	defer h.running.Done()
-	if err := h.beat(h.ctx); errors.Is(err, ErrFenced) || h.ctx.Err() != nil {
-		return
-	}
-	h.mu.Lock()
-	if !h.stopped {
-		h.t.Reset(h.every)
-	}
-	h.mu.Unlock()
-}
-
-// startHeartbeat extends rec's lease every third of lease. When the store
-// says the attempt is fenced, the effect's context is cancelled with
-// ErrFenced: another attempt owns the key now.
-func (e *Engine) startHeartbeat(ctx context.Context, rec Record, lease time.Duration, cancel context.CancelCauseFunc) *heartbeater {
-	h := &heartbeater{ctx: ctx, every: lease / 3}
-	h.beat = func(ctx context.Context) error {
-		until := e.now().Add(lease)
-		err := e.retry(ctx, "heartbeat", func() error {
-			return e.store.Heartbeat(ctx, HeartbeatParams{Scope: rec.Scope, Key: rec.Key, Fence: rec.Fence,
-				AttemptID: rec.AttemptID, LeaseUntil: until})
-		})
-		if err == nil {
-			e.flights.extend(rec.Scope, rec.Key, until)
-		}
-		if errors.Is(err, ErrFenced) {
-			cancel(ErrFenced)
-		}
-		return err
-	}
-	if e.txBound {
-		return h // beat still works on demand, from the caller's goroutine
-	}
-	h.mu.Lock()
-	h.t = time.AfterFunc(h.every, h.fire)
-	h.mu.Unlock()
-	return h
 }
 
 // hashForLog hides a key and scope in logs while keeping them correlatable.

@@ -438,3 +438,41 @@ func TestWithStoreRunsNoBackgroundHeartbeat(t *testing.T) {
 		t.Fatal("the store was never used")
 	}
 }
+
+// TestHeartbeatFencedCancelsTheEffect: when a heartbeat finds the claim
+// taken over (here by a forced resolution), the effect's context is
+// cancelled with ErrFenced as its cause, and the outcome is unknown.
+func TestHeartbeatFencedCancelsTheEffect(t *testing.T) {
+	st := memstore.New()
+	e := newEngine(t, st, idem.Config{Lease: 90 * time.Millisecond})
+	ctx := context.Background()
+	started := make(chan struct{})
+	var cause, beat error
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.DoBytes(ctx, idem.Request{Key: "k"}, func(ctx context.Context, a *idem.Attempt) ([]byte, error) {
+			close(started)
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Second):
+			}
+			cause, beat = context.Cause(ctx), a.Heartbeat(context.Background())
+			return nil, ctx.Err()
+		})
+		done <- err
+	}()
+	<-started
+	if _, err := e.Resolve(ctx, "", "k", idem.Resolution{As: idem.StateFailed, Result: []byte("taken over"), Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	err := <-done
+	if !errors.Is(cause, idem.ErrFenced) {
+		t.Fatalf("effect context cause = %v, want ErrFenced", cause)
+	}
+	if !errors.Is(beat, idem.ErrFenced) {
+		t.Fatalf("Attempt.Heartbeat = %v, want ErrFenced", beat)
+	}
+	if !errors.Is(err, idem.ErrUnknownOutcome) {
+		t.Fatalf("DoBytes = %v, want an unknown outcome", err)
+	}
+}

@@ -25,6 +25,12 @@ type Intent struct {
 	Fields map[string]string `json:"fields,omitempty"`
 }
 
+// IntentBuilder builds a request's intent on demand; see
+// [Request.LazyIntent].
+type IntentBuilder interface {
+	BuildIntent() *Intent
+}
+
 // DecodeIntent decodes a record's Intent bytes; empty bytes give nil.
 func DecodeIntent(b []byte) (*Intent, error) {
 	if len(b) == 0 {
@@ -51,7 +57,7 @@ type Attempt struct {
 	// re-drivable operation.
 	Redrive bool
 
-	heartbeat func(ctx context.Context) error
+	heartbeat *heartbeater
 }
 
 // ForwardKey is the key to forward to a provider on every attempt of this
@@ -71,7 +77,7 @@ func (a *Attempt) Heartbeat(ctx context.Context) error {
 	if a.heartbeat == nil {
 		return nil
 	}
-	return a.heartbeat(ctx)
+	return a.heartbeat.beat(ctx)
 }
 
 // Policy is the per-operation behaviour. Zero fields take the engine's

@@ -79,3 +79,9 @@ func Observers(obs ...Observer) Observer {
 type nopObserver struct{}
 
 func (nopObserver) Observe(context.Context, Event) {}
+
+// observing reports whether o does anything with events.
+func observing(o Observer) bool {
+	_, nop := o.(nopObserver)
+	return !nop
+}

@@ -1,7 +1,6 @@
 package idem
 
 import (
-	"container/list"
 	"sync"
 	"time"
 )
@@ -32,21 +31,29 @@ type ProcessLocal interface {
 
 const replayCacheOverhead = 160 // bytes per entry beyond its variable parts
 
+// cacheKey is a record's identity; a struct, so that looking it up builds no
+// string.
+type cacheKey struct{ scope, key string }
+
+// cacheEntry is one cached record and its place in the LRU list.
 type cacheEntry struct {
-	k      string
-	rec    Record
-	cached time.Time
-	size   int
+	k          cacheKey
+	rec        Record
+	cached     time.Time
+	size       int
+	prev, next *cacheEntry
 }
 
-// replayCache is an LRU of terminal records bounded in bytes.
+// replayCache is an LRU of terminal records bounded in bytes. Its list is
+// threaded through the entries (head most recent), so an entry is one
+// allocation.
 type replayCache struct {
-	mu     sync.Mutex
-	max    int
-	maxAge time.Duration
-	size   int
-	ll     *list.List
-	m      map[string]*list.Element
+	mu         sync.Mutex
+	max        int
+	maxAge     time.Duration
+	size       int
+	head, tail *cacheEntry
+	m          map[cacheKey]*cacheEntry
 }
 
 func newReplayCache(cfg ReplayCacheConfig, store Store) *replayCache {
@@ -63,67 +70,93 @@ func newReplayCache(cfg ReplayCacheConfig, store Store) *replayCache {
 	if age <= 0 {
 		age = 10 * time.Second
 	}
-	return &replayCache{max: max, maxAge: age, ll: list.New(), m: make(map[string]*list.Element)}
+	return &replayCache{max: max, maxAge: age, m: make(map[cacheKey]*cacheEntry)}
 }
 
-// get returns the cached terminal record for k if it is still trustworthy
-// at now (not expired, not older than MaxAge).
-func (c *replayCache) get(k string, now time.Time) (Record, bool) {
+// get returns the cached terminal record for (scope, key) if it is still
+// trustworthy at now (not expired, not older than MaxAge).
+func (c *replayCache) get(scope, key string, now time.Time) (Record, bool) {
 	if c == nil {
 		return Record{}, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	el := c.m[k]
-	if el == nil {
+	e := c.m[cacheKey{scope, key}]
+	if e == nil {
 		return Record{}, false
 	}
-	e := el.Value.(*cacheEntry)
 	if e.rec.Expired(now) || time.Since(e.cached) > c.maxAge {
-		c.removeLocked(el)
+		c.removeLocked(e)
 		return Record{}, false
 	}
-	c.ll.MoveToFront(el)
+	if e != c.head {
+		c.unlinkLocked(e)
+		c.pushFrontLocked(e)
+	}
 	return e.rec, true
 }
 
-// put caches rec if it is terminal. in_progress and unknown records are
+// put caches *rec if it is terminal. in_progress and unknown records are
 // never cached: they change.
-func (c *replayCache) put(k string, rec Record) {
+func (c *replayCache) put(scope, key string, rec *Record) {
 	if c == nil || !rec.State.Terminal() {
 		return
 	}
-	e := &cacheEntry{k: k, rec: rec, cached: time.Now(),
-		size: replayCacheOverhead + len(k) + len(rec.Scope) + len(rec.Key) + len(rec.Result) + len(rec.Intent) + len(rec.AttemptID)}
-	if e.size > c.max {
+	size := replayCacheOverhead + len(scope) + len(key) + len(rec.Scope) + len(rec.Key) + len(rec.Result) + len(rec.Intent) + len(rec.AttemptID)
+	if size > c.max {
 		return
 	}
+	e := &cacheEntry{k: cacheKey{scope, key}, rec: *rec, cached: time.Now(), size: size}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el := c.m[k]; el != nil {
-		c.removeLocked(el)
+	if old := c.m[e.k]; old != nil {
+		c.removeLocked(old)
 	}
-	c.m[k] = c.ll.PushFront(e)
+	c.m[e.k] = e
+	c.pushFrontLocked(e)
 	c.size += e.size
 	for c.size > c.max {
-		c.removeLocked(c.ll.Back())
+		c.removeLocked(c.tail)
 	}
 }
 
-func (c *replayCache) invalidate(k string) {
+func (c *replayCache) invalidate(scope, key string) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el := c.m[k]; el != nil {
-		c.removeLocked(el)
+	if e := c.m[cacheKey{scope, key}]; e != nil {
+		c.removeLocked(e)
 	}
 }
 
-func (c *replayCache) removeLocked(el *list.Element) {
-	e := el.Value.(*cacheEntry)
-	c.ll.Remove(el)
+func (c *replayCache) pushFrontLocked(e *cacheEntry) {
+	e.prev, e.next = nil, c.head
+	if c.head != nil {
+		c.head.prev = e
+	} else {
+		c.tail = e
+	}
+	c.head = e
+}
+
+func (c *replayCache) unlinkLocked(e *cacheEntry) {
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		c.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		c.tail = e.prev
+	}
+	e.prev, e.next = nil, nil
+}
+
+func (c *replayCache) removeLocked(e *cacheEntry) {
+	c.unlinkLocked(e)
 	delete(c.m, e.k)
 	c.size -= e.size
 }

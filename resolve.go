@@ -43,10 +43,9 @@ func (e *Engine) Resolve(ctx context.Context, scope string, key Key, r Resolutio
 	if r.As.Terminal() {
 		p.ExpiresAt = now.Add(e.cfg.TTL)
 	}
-	ck := flightKey(scope, string(key))
-	e.cache.invalidate(ck)
+	e.cache.invalidate(scope, string(key))
 	rec, err := e.resolve(ctx, p)
-	e.cache.invalidate(ck) // and again, in case a replay refilled it meanwhile
+	e.cache.invalidate(scope, string(key)) // and again, in case a replay refilled it meanwhile
 	if err != nil {
 		if errors.Is(err, ErrFenced) && !r.Force {
 			return nil, fmt.Errorf("%w: record is not unknown; use Force to change a decided record", err)

@@ -11,13 +11,13 @@ import (
 type flightGroup struct {
 	e  *Engine
 	mu sync.Mutex
-	m  map[string]*flight
+	m  map[flightKey]*flight
 	// held is the keys whose effect this engine is running right now. A
 	// duplicate of a held key, with the same fingerprint, while the lease
 	// this engine last wrote is live, is in flight without asking the store:
 	// it waits on the shared flight (or is rejected) from a shallow stack,
 	// with no claim of its own.
-	held map[string]heldKey
+	held map[flightKey]heldKey
 }
 
 // heldKey is what this engine knows of a claim it holds.
@@ -38,21 +38,21 @@ type flight struct {
 
 func (g *flightGroup) init(e *Engine) {
 	g.e = e
-	g.m = make(map[string]*flight)
-	g.held = make(map[string]heldKey)
+	g.m = make(map[flightKey]*flight)
+	g.held = make(map[flightKey]heldKey)
 }
 
 // hold marks (scope, key) as claimed by an effect running in this engine.
 func (g *flightGroup) hold(rec *Record) {
 	g.mu.Lock()
-	g.held[flightKey(rec.Scope, rec.Key)] = heldKey{fp: rec.Fingerprint, leaseUntil: rec.LeaseUntil}
+	g.held[flightKey{rec.Scope, rec.Key}] = heldKey{fp: rec.Fingerprint, leaseUntil: rec.LeaseUntil}
 	g.mu.Unlock()
 }
 
 // extend records a lease a heartbeat wrote.
 func (g *flightGroup) extend(scope, key string, leaseUntil time.Time) {
 	g.mu.Lock()
-	k := flightKey(scope, key)
+	k := flightKey{scope, key}
 	if h, ok := g.held[k]; ok && leaseUntil.After(h.leaseUntil) {
 		h.leaseUntil = leaseUntil
 		g.held[k] = h
@@ -63,7 +63,7 @@ func (g *flightGroup) extend(scope, key string, leaseUntil time.Time) {
 // unhold ends hold; it is called after the outcome has been written.
 func (g *flightGroup) unhold(scope, key string) {
 	g.mu.Lock()
-	delete(g.held, flightKey(scope, key))
+	delete(g.held, flightKey{scope, key})
 	g.mu.Unlock()
 }
 
@@ -73,12 +73,14 @@ func (g *flightGroup) unhold(scope, key string) {
 // business: unknown, re-drive).
 func (g *flightGroup) holding(scope, key string, fp Fingerprint, now time.Time) bool {
 	g.mu.Lock()
-	h, ok := g.held[flightKey(scope, key)]
+	h, ok := g.held[flightKey{scope, key}]
 	g.mu.Unlock()
 	return ok && h.fp == fp && now.Before(h.leaseUntil)
 }
 
-func flightKey(scope, key string) string { return scope + "\x00" + key }
+// flightKey identifies a key in the flight group's maps (a struct, so a
+// lookup builds no string).
+type flightKey struct{ scope, key string }
 
 // wait blocks until the record for (scope, key) is no longer a live
 // in_progress record, until deadline (ErrInFlight), or until ctx ends. It
@@ -110,7 +112,7 @@ func (g *flightGroup) join(scope, key string) *flight {
 }
 
 func (g *flightGroup) joinLocked(scope, key string) *flight {
-	k := flightKey(scope, key)
+	k := flightKey{scope, key}
 	f := g.m[k]
 	if f == nil {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -128,8 +130,8 @@ func (g *flightGroup) leave(scope, key string, f *flight) {
 	f.refs--
 	if f.refs == 0 {
 		f.cancel()
-		if g.m[flightKey(scope, key)] == f {
-			delete(g.m, flightKey(scope, key))
+		if g.m[flightKey{scope, key}] == f {
+			delete(g.m, flightKey{scope, key})
 		}
 	}
 }
@@ -137,7 +139,7 @@ func (g *flightGroup) leave(scope, key string, f *flight) {
 // poke tells a local flight that this engine just wrote the record.
 func (g *flightGroup) poke(scope, key string) {
 	g.mu.Lock()
-	f := g.m[flightKey(scope, key)]
+	f := g.m[flightKey{scope, key}]
 	g.mu.Unlock()
 	if f != nil {
 		select {
@@ -171,8 +173,8 @@ func (g *flightGroup) watch(ctx context.Context, scope, key string, f *flight) {
 	}
 	settle := func(rec *Record, err error) {
 		g.mu.Lock()
-		if g.m[flightKey(scope, key)] == f {
-			delete(g.m, flightKey(scope, key))
+		if g.m[flightKey{scope, key}] == f {
+			delete(g.m, flightKey{scope, key})
 		}
 		// No one joins f after it left the map: the parked list is final.
 		f.rec, f.err = rec, err

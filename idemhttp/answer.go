@@ -12,9 +12,8 @@ import (
 // answer writes the response for a request whose handler did not run here:
 // a replay, or an error from the engine.
 func (m *Middleware) answer(w http.ResponseWriter, r *http.Request, res idem.Result, err error, in *input) {
-	var fe *idem.FailureError
 	switch {
-	case err == nil && res.Replayed, errors.As(err, &fe) && fe.Replayed:
+	case err == nil && res.Replayed, err != nil && replayedFailure(err):
 		m.replay(w, res.Value)
 	case err == nil:
 		// Not reachable: without a replay the handler ran. Be explicit
@@ -23,6 +22,14 @@ func (m *Middleware) answer(w http.ResponseWriter, r *http.Request, res idem.Res
 	default:
 		WriteProblem(w, m.errorProblem(err, in))
 	}
+}
+
+// replayedFailure reports whether err is a recorded failure being replayed.
+// (Its own function, so that the error-path variable errors.As needs is
+// not allocated on every call.)
+func replayedFailure(err error) bool {
+	var fe *idem.FailureError
+	return errors.As(err, &fe) && fe.Replayed
 }
 
 func (m *Middleware) errorProblem(err error, in *input) *Problem {
@@ -68,6 +75,7 @@ func (m *Middleware) errorProblem(err error, in *input) *Problem {
 // request that first used the key and this one, when both bodies are JSON
 // objects. Only names are returned, never values.
 func mismatchFields(rec *idem.Record, in *input) []string {
+	in.digest()
 	if rec == nil || !in.object {
 		return nil
 	}
@@ -103,10 +111,10 @@ func (m *Middleware) replay(w http.ResponseWriter, b []byte) {
 		return
 	}
 	h := w.Header()
-	h.Set(ReplayedHeader, "true")
 	if v.tooLarge {
+		h.Set(ReplayedHeader, "true")
 		loc := ""
-		v.eachHeader(func(name string, vals []string) {
+		v.eachHeader(nil, func(name string, vals []string) {
 			if name == "Location" && len(vals) > 0 {
 				loc = vals[0]
 			}
@@ -114,7 +122,11 @@ func (m *Middleware) replay(w http.ResponseWriter, b []byte) {
 		m.replayTooLarge(w, loc, v.status, v.size)
 		return
 	}
-	v.eachHeader(func(name string, vals []string) {
+	// One slice holds the replayed marker's value and every recorded one.
+	all := make([]string, 1+v.nValues)
+	all[0] = "true"
+	h[ReplayedHeader] = all[:1:1]
+	v.eachHeader(all[1:], func(name string, vals []string) {
 		if ck := http.CanonicalHeaderKey(name); !neverRecorded[ck] {
 			h[ck] = vals
 		}

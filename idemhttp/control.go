@@ -17,6 +17,21 @@ type control struct {
 
 type ctxKey struct{}
 
+// ctlContext is context.WithValue(ctx, ctxKey{}, ctl) kept inside the call,
+// so that it costs no allocation of its own.
+type ctlContext struct {
+	context.Context
+	ctl *control
+}
+
+// Value returns the control for ctxKey and the parent's values otherwise.
+func (c *ctlContext) Value(key any) any {
+	if _, ok := key.(ctxKey); ok {
+		return c.ctl
+	}
+	return c.Context.Value(key)
+}
+
 func controlFrom(ctx context.Context) *control {
 	c, _ := ctx.Value(ctxKey{}).(*control)
 	return c

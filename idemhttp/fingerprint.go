@@ -25,30 +25,50 @@ const maxPooledCanon = 64 << 10
 // (encodeDigests): both from one canonicalisation. The error is the
 // canonicaliser's *idem.JSONError.
 func fingerprintJSON(method, route string, body []byte) (fp idem.Fingerprint, digests string, object bool, err error) {
-	bp := canonBufs.Get().(*[]byte)
-	canon, err := idem.AppendCanonicalJSON((*bp)[:0], body)
-	defer func() {
-		if cap(canon) <= maxPooledCanon {
-			*bp = canon[:0]
-			canonBufs.Put(bp)
-		}
-	}()
+	fp, bp, err := canonicalJSON(method, route, body)
+	defer releaseCanon(bp)
 	if err != nil {
 		return fp, "", false, err
 	}
-	fp = idem.NewFingerprint(jsonFingerprintTag, []byte(method), []byte(route), canon)
+	digests, object = objectDigests(*bp, body)
+	return fp, digests, object, nil
+}
+
+// canonicalJSON canonicalises body into a pooled buffer, which the caller
+// hands back with releaseCanon, and fingerprints the request as
+// idem.FingerprintRequest(method, route, body, true) does.
+func canonicalJSON(method, route string, body []byte) (idem.Fingerprint, *[]byte, error) {
+	bp := canonBufs.Get().(*[]byte)
+	canon, err := idem.AppendCanonicalJSON((*bp)[:0], body)
+	*bp = canon
+	if err != nil {
+		return idem.Fingerprint{}, bp, err
+	}
+	return idem.NewFingerprint(jsonFingerprintTag, []byte(method), []byte(route), canon), bp, nil
+}
+
+func releaseCanon(bp *[]byte) {
+	if cap(*bp) <= maxPooledCanon {
+		*bp = (*bp)[:0]
+		canonBufs.Put(bp)
+	}
+}
+
+// objectDigests returns the encoded per-member digests of the canonical
+// form canon of body, and whether body is an object they were computed for.
+func objectDigests(canon, body []byte) (string, bool) {
 	if len(canon) == 0 || canon[0] != '{' {
-		return fp, "", false, nil
+		return "", false
 	}
 	if d, ok := canonicalDigests(canon); ok {
-		return fp, d, true, nil
+		return d, true
 	}
 	// A member name with an escape: let the root package unescape it.
 	m, err := idem.TopLevelDigests(body)
 	if err != nil {
-		return fp, "", false, nil
+		return "", false
 	}
-	return fp, encodeDigests(m), true, nil
+	return encodeDigests(m), true
 }
 
 // canonicalDigests walks the canonical object canon (no whitespace, names

@@ -86,13 +86,17 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	c := &call{m: m, w: w, r: r, next: next}
+	defer c.in.release()
 	if p := m.prepare(r, &c.in); p != nil {
 		WriteProblem(w, p)
 		return
 	}
 	op := ru.operation(r.Method)
+	c.intent.Operation = op
+	// The intent is built only when a claim is about to be written: a
+	// replay from the engine's cache needs no per-member digests.
 	req := idem.Request{Scope: scope, Key: key, Fingerprint: c.in.fp, Operation: op,
-		Intent: &idem.Intent{Operation: op, Fields: c.in.intentFields()}, Policy: ru.Policy}
+		LazyIntent: c, Policy: ru.Policy}
 	c.run(req)
 }
 
@@ -109,10 +113,34 @@ func keyReason(err error) string {
 type input struct {
 	body []byte
 	fp   idem.Fingerprint
+	// canon is the canonical form of a JSON body (a pooled buffer, held
+	// until release), from which digests are computed when needed.
+	canon *[]byte
 	// object is set when the body is a JSON object; digests then holds
-	// its members' digests, encoded for the intent.
-	object  bool
-	digests string
+	// its members' digests, encoded for the intent. Both are known once
+	// digested is set (see digest).
+	digested bool
+	object   bool
+	digests  string
+}
+
+// digest computes object and digests from the canonical body, once.
+func (in *input) digest() {
+	if in.digested {
+		return
+	}
+	in.digested = true
+	if in.canon != nil {
+		in.digests, in.object = objectDigests(*in.canon, in.body)
+	}
+}
+
+// release hands the canonical body's buffer back to its pool.
+func (in *input) release() {
+	if in.canon != nil {
+		releaseCanon(in.canon)
+		in.canon = nil
+	}
 }
 
 // digestsField holds the per-field body digests in the record's
@@ -126,6 +154,7 @@ const digestsField = "body_digests"
 const digestPrefix = "body:"
 
 func (in *input) intentFields() map[string]string {
+	in.digest()
 	if in.digests == "" {
 		return nil
 	}
@@ -188,8 +217,8 @@ func (m *Middleware) prepare(r *http.Request, in *input) *Problem {
 		in.fp, _ = idem.FingerprintRequest(r.Method, m.cfg.Route(r), in.body, false)
 		return nil
 	}
-	var err error
-	in.fp, in.digests, in.object, err = fingerprintJSON(r.Method, m.cfg.Route(r), in.body)
+	fp, canon, err := canonicalJSON(r.Method, m.cfg.Route(r), in.body)
+	in.fp, in.canon = fp, canon
 	if err != nil {
 		return problem(TypeBodyInvalidJSON, http.StatusBadRequest, "invalid JSON body",
 			"the body is declared as JSON but is not valid JSON: "+jsonReason(err))
@@ -242,15 +271,24 @@ func jsonReason(err error) string {
 // call is one protected request and everything kept for it, allocated
 // once.
 type call struct {
-	m    *Middleware
-	w    http.ResponseWriter
-	r    *http.Request
-	next http.Handler
-	in   input
-	ctl  control
-	rec  recorder
-	body bodyReader
-	ran  bool // the handler was called: its response went to the client
+	m      *Middleware
+	w      http.ResponseWriter
+	r      *http.Request
+	next   http.Handler
+	in     input
+	intent idem.Intent
+	ctl    control
+	ctx    ctlContext
+	rec    recorder
+	body   bodyReader
+	ran    bool // the handler was called: its response went to the client
+}
+
+// BuildIntent implements idem.IntentBuilder: the journal written with the
+// claim names the operation and holds the body's per-member digests.
+func (c *call) BuildIntent() *idem.Intent {
+	c.intent.Fields = c.in.intentFields()
+	return &c.intent
 }
 
 // run executes the intent and answers the client.
@@ -288,7 +326,8 @@ func (c *call) effect(ctx context.Context, a *idem.Attempt) ([]byte, error) {
 	c.ctl.attempt = a
 	c.rec.reset(c.w, c.m.allow, c.m.cfg.MaxResponse)
 	c.body.rd.Reset(c.in.body)
-	r2 := c.r.WithContext(context.WithValue(ctx, ctxKey{}, &c.ctl))
+	c.ctx = ctlContext{Context: ctx, ctl: &c.ctl}
+	r2 := c.r.WithContext(&c.ctx)
 	r2.Body = &c.body
 	r2.ContentLength = int64(len(c.in.body))
 	body := c.in.body

@@ -133,13 +133,16 @@ func parseRecord(b []byte) (recordView, error) {
 
 // eachHeader calls fn for each recorded header. The names and values share
 // one string and one slice (each value slice capped to its own length), so
-// a replay costs two allocations whatever the number of headers.
-func (v *recordView) eachHeader(fn func(name string, vals []string)) {
+// a replay costs two allocations whatever the number of headers. The slice
+// is all when it holds nValues strings (the caller's), else a new one.
+func (v *recordView) eachHeader(all []string, fn func(name string, vals []string)) {
 	if v.nHeaders == 0 {
 		return
 	}
 	s := string(v.headers)
-	all := make([]string, v.nValues)
+	if all == nil || len(all) < v.nValues {
+		all = make([]string, v.nValues)
+	}
 	p := reader{b: v.headers}
 	for range v.nHeaders {
 		name := p.str(s)

@@ -55,7 +55,7 @@ func DecodeResponse(b []byte) (*RecordedResponse, error) {
 	rr := &RecordedResponse{V: recordVersion, Status: v.status, TooLarge: v.tooLarge, Size: v.size}
 	if v.nHeaders > 0 {
 		rr.Header = make(http.Header, v.nHeaders)
-		v.eachHeader(func(name string, vals []string) { rr.Header[name] = vals })
+		v.eachHeader(nil, func(name string, vals []string) { rr.Header[name] = vals })
 	}
 	if len(v.body) > 0 {
 		rr.Body = slices.Clone(v.body)

@@ -61,10 +61,15 @@ func (s *Store) lock(ctx context.Context) error {
 	return nil
 }
 
+// clone returns a copy of r for a caller. Its Intent and Result share the
+// stored record's bytes, which the store never modifies (it copies what it
+// is given and replaces, never edits, a record's bytes), capped so that an
+// append cannot write into them. Callers must not modify them, as with the
+// engine's replay cache.
 func clone(r *idem.Record) idem.Record {
 	c := *r
-	c.Intent = bytes.Clone(r.Intent)
-	c.Result = bytes.Clone(r.Result)
+	c.Intent = r.Intent[:len(r.Intent):len(r.Intent)]
+	c.Result = r.Result[:len(r.Result):len(r.Result)]
 	return c
 }
 

@@ -1,0 +1,129 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// TestBeatScheduleIsAHeap adds and removes attempts in random order and
+// checks that the earliest beat is always at the top and every attempt
+// knows its position.
+func TestBeatScheduleIsAHeap(t *testing.T) {
+	var s beatSchedule
+	defer func() {
+		if s.t != nil {
+			s.t.Stop()
+		}
+	}()
+	base := time.Now().Add(time.Hour)
+	var in []*heartbeater
+	check := func() {
+		t.Helper()
+		if len(s.h) != len(in) {
+			t.Fatalf("schedule holds %d, want %d", len(s.h), len(in))
+		}
+		for i, h := range s.h {
+			if h.idx != i {
+				t.Fatalf("entry %d thinks it is at %d", i, h.idx)
+			}
+			if i > 0 && h.due.Before(s.h[(i-1)/2].due) {
+				t.Fatalf("entry %d is due before its parent", i)
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		if len(in) > 0 && r.IntN(3) == 0 {
+			i := r.IntN(len(in))
+			s.remove(in[i])
+			if in[i].idx != -1 {
+				t.Fatal("a removed entry keeps a position")
+			}
+			s.remove(in[i]) // twice is harmless
+			in = append(in[:i], in[i+1:]...)
+		} else {
+			h := &heartbeater{idx: -1}
+			s.add(h, base.Add(time.Duration(r.IntN(1000))*time.Millisecond))
+			in = append(in, h)
+		}
+		check()
+	}
+}
+
+// TestFinishCtxActsAsWithTimeoutWithoutCancel holds finishCtx to the
+// behaviour of context.WithTimeout(context.WithoutCancel(parent), d).
+func TestFinishCtxActsAsWithTimeoutWithoutCancel(t *testing.T) {
+	type key struct{}
+	parent, cancelParent := context.WithCancelCause(context.WithValue(context.Background(), key{}, "v"))
+	cancelParent(errors.New("caller gone"))
+
+	var c finishCtx
+	c.init(parent, time.Hour)
+	if c.Err() != nil || context.Cause(&c) != nil {
+		t.Fatalf("the caller's cancellation reached the finish context: %v, %v", c.Err(), context.Cause(&c))
+	}
+	if c.Value(key{}) != "v" {
+		t.Fatal("the caller's values are lost")
+	}
+	if d, ok := c.Deadline(); !ok || time.Until(d) < 59*time.Minute {
+		t.Fatalf("deadline %v, %v", d, ok)
+	}
+	select {
+	case <-c.Done():
+		t.Fatal("done before its deadline")
+	default:
+	}
+	// A derived context follows it through AfterFunc, not a goroutine.
+	child, cancelChild := context.WithCancel(&c)
+	defer cancelChild()
+	if len(c.funcs) != 1 {
+		t.Fatalf("%d after-funcs registered, want 1", len(c.funcs))
+	}
+	c.cancel()
+	if !errors.Is(c.Err(), context.Canceled) {
+		t.Fatalf("after cancel: %v", c.Err())
+	}
+	select {
+	case <-c.Done():
+	default:
+		t.Fatal("Done not closed by cancel")
+	}
+	select {
+	case <-child.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a derived context did not end with it")
+	}
+
+	var d finishCtx
+	d.init(context.Background(), 20*time.Millisecond)
+	if d.Err() != nil {
+		t.Fatal("ended early")
+	}
+	select {
+	case <-d.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done not closed at the deadline")
+	}
+	if !errors.Is(d.Err(), context.DeadlineExceeded) || !errors.Is(context.Cause(&d), context.DeadlineExceeded) {
+		t.Fatalf("after the deadline: %v, %v", d.Err(), context.Cause(&d))
+	}
+
+	// Err alone sees the deadline, with no timer.
+	var e finishCtx
+	e.init(context.Background(), time.Millisecond)
+	time.Sleep(5 * time.Millisecond)
+	if !errors.Is(e.Err(), context.DeadlineExceeded) || e.t != nil {
+		t.Fatalf("after the deadline: %v (timer %v)", e.Err(), e.t)
+	}
+	// A context derived after the end is cancelled at once.
+	late, stop := context.WithCancel(&e)
+	defer stop()
+	select {
+	case <-late.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a context derived after the end is live")
+	}
+}

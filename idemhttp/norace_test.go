@@ -1,0 +1,5 @@
+//go:build !race
+
+package idemhttp_test
+
+const raceEnabled = false

@@ -1,0 +1,131 @@
+package idem
+
+import (
+	"slices"
+	"strconv"
+	"unicode/utf8"
+)
+
+// encodeIntent returns json.Marshal(in), byte for byte, without reflection:
+// the journal is encoded on every claim.
+func encodeIntent(in *Intent) []byte {
+	var arr [8]string
+	keys := arr[:0]
+	n := 16 + len(in.Operation) + len(in.Currency) + len(in.Counterparty) + len(in.ForwardKey)
+	for k, v := range in.Fields {
+		keys = append(keys, k)
+		n += len(k) + len(v) + 6
+	}
+	b := make([]byte, 0, n+48)
+	b = append(b, '{')
+	first := true
+	field := func(name string) {
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, '"', ':')
+	}
+	if in.Operation != "" {
+		field("operation")
+		b = appendJSONString(b, in.Operation)
+	}
+	if in.Amount != 0 {
+		field("amount")
+		b = strconv.AppendInt(b, in.Amount, 10)
+	}
+	if in.Currency != "" {
+		field("currency")
+		b = appendJSONString(b, in.Currency)
+	}
+	if in.Counterparty != "" {
+		field("counterparty")
+		b = appendJSONString(b, in.Counterparty)
+	}
+	if in.ForwardKey != "" {
+		field("forward_key")
+		b = appendJSONString(b, in.ForwardKey)
+	}
+	if len(in.Fields) > 0 {
+		field("fields")
+		b = append(b, '{')
+		slices.Sort(keys)
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, k)
+			b = append(b, ':')
+			b = appendJSONString(b, in.Fields[k])
+		}
+		b = append(b, '}')
+	}
+	return append(b, '}')
+}
+
+// appendJSONString appends s as encoding/json writes a string: HTML
+// characters escaped, invalid UTF-8 replaced by U+FFFD, U+2028 and U+2029
+// escaped.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if jsonSafe[c] {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// jsonSafe marks the ASCII bytes encoding/json writes as they are (with
+// HTML escaping on); bytes from 0x80 are not, they start a UTF-8 sequence.
+var jsonSafe = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
