@@ -20,8 +20,9 @@ func cmdBench(ctx context.Context, e *env, args []string) int {
 			"It works on scratch tables (or a scratch SQLite file, or a scratch Redis prefix)\n"+
 			"and drops them when it ends. Store options written in the DSN's query are\n"+
 			"passed to the store and shown in the header. Scenarios: first, replay, storm,\n"+
-			"mixed (the default set), waiters (a storm of --waiters callers on one key:\n"+
-			"store calls and peak memory), or all. See docs/performance.md.",
+			"mixed (the default set), waiters (a storm of --waiters callers on one key, run\n"+
+			"twice: parked by Engine.DoAsync, then as goroutines in DoBytes; store calls and\n"+
+			"peak memory), or all. See docs/performance.md.",
 		"idem bench --store sqlite://bench.db --duration 2s")
 	store := f.String("store", "", "store DSN to measure: sqlite://PATH, postgres://…, mysql://…, redis://…, memory:// (required)")
 	conc := f.String("concurrency", "1,16,64", "comma-separated numbers of concurrent callers")
