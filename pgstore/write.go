@@ -21,9 +21,17 @@ func (o ops) notifyArgs(scope, key string) []any {
 // Finish implements [idem.Store.Finish]: one conditional UPDATE; only when
 // it matches nothing does a read decide between "already recorded" (a
 // retried write whose answer was lost: success, no write) and ErrFenced.
+// With the caller's claim in p.Claim, a terminal outcome first tries
+// finishKnown, which returns no record columns.
 func (o ops) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
 	if o.st.closed.Load() {
 		return nil, errClosed("finish")
+	}
+	b := o.batcher()
+	if b == nil {
+		if rec, err := o.finishKnown(ctx, p); rec != nil || err != nil {
+			return rec, err
+		}
 	}
 	var query string
 	var args []any
@@ -37,12 +45,6 @@ func (o ops) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, err
 		args = []any{p.Scope, p.Key, p.Fence, p.AttemptID, nullTime(p.CompletedAt)}
 	default:
 		return nil, fmt.Errorf("pgstore: finish: state %q is not succeeded, failed or unknown", p.State)
-	}
-	b := o.batcher()
-	if b == nil {
-		if rec, err := o.finishKnown(ctx, p); rec != nil || err != nil {
-			return rec, err
-		}
 	}
 	args = append(args, o.notifyArgs(p.Scope, p.Key)...)
 	if b != nil {
