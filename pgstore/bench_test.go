@@ -77,7 +77,9 @@ func benchFirstIdem(b *testing.B, cfg pgstore.Config) {
 		if err != nil || !c.Claimed {
 			b.Fatal(err)
 		}
-		if _, err := s.Finish(ctx, succeed(c, "ok", t0, time.Hour)); err != nil {
+		p := succeed(c, "ok", t0, time.Hour)
+		p.Claim = c.Record // as the engine passes it
+		if _, err := s.Finish(ctx, p); err != nil {
 			b.Fatal(err)
 		}
 	})

@@ -22,7 +22,11 @@
 // SELECT by primary key first (a replay then costs exactly what a
 // hand-written lookup costs) and runs the CTE only on a miss; while most
 // are first-time it runs the CTE straight away. The SELECT never decides a
-// claim: the primary key does, in the CTE.
+// claim: the primary key does, in the CTE. Finish, given the caller's claim
+// (as the engine passes it), is one UPDATE fenced on the fence, the attempt
+// and the state that also requires the columns it does not write to hold
+// the claim's values; it returns only whether it woke waiters (nothing when
+// notifications are disabled), and the store builds the finished record.
 //
 // # Group commit
 //

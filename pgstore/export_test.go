@@ -69,3 +69,16 @@ func (s *Store) BatchFallbacks() int64 {
 // ForceInsertFirst puts the claim-path chooser into its first-time mode
 // (plain insert first), as after a run of new keys.
 func ForceInsertFirst(s *Store) { s.mix.Pin(false) }
+
+// FinishKnown runs only Finish's one-UPDATE path for p on st (a Store or a
+// transaction view): the record, or nil, nil when that path does not apply
+// or changed nothing.
+func FinishKnown(ctx context.Context, st idem.Store, p idem.FinishParams) (*idem.Record, error) {
+	switch v := st.(type) {
+	case *Store:
+		return v.finishKnown(ctx, p)
+	case txStore:
+		return v.finishKnown(ctx, p)
+	}
+	panic("FinishKnown: not a pgstore store")
+}

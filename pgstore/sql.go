@@ -14,6 +14,7 @@ const columns = "scope, key, fingerprint, state, fence, attempt_id, intent, resu
 type statements struct {
 	claim, insertOnly, reclaim    string
 	finishTerminal, finishUnknown string
+	finishKnown                   string
 	release, heartbeat            string
 	resolveUpdate, resolveDelete  string
 	setMark, get, list, sweep     string
@@ -75,6 +76,17 @@ RETURNING {COLS}`),
 WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state IN ('in_progress', 'unknown')
 RETURNING {COLS}, ` + notifyAt("9", "10")),
 
+		// Finish when the caller holds the claim: the UPDATE also checks
+		// every column it does not write against the claim, so a changed
+		// row means the record is the claim with the written fields over
+		// it, and nothing needs to be returned but whether waiters were
+		// woken. Without notifications it returns nothing and runs as an
+		// Exec.
+		finishKnown: r.Replace(`UPDATE {T} SET state = $5, result = $6, completed_at = $7, expires_at = $8
+WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state IN ('in_progress', 'unknown')
+	AND fingerprint = $9 AND intent IS NOT DISTINCT FROM $10 AND mark = $11 AND created_at = $12
+	AND lease_until IS NOT DISTINCT FROM $13`) + returningNotify(notify, notifyAt("14", "15")),
+
 		finishUnknown: r.Replace(`UPDATE {T} SET state = 'unknown', completed_at = $5
 WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state = 'in_progress'
 RETURNING {COLS}, ` + notifyAt("6", "7")),
@@ -121,4 +133,14 @@ SELECT (SELECT count(*) FROM upd), EXISTS (SELECT 1 FROM {T} WHERE scope = $1 AN
 ) AND state IN ('succeeded', 'failed') AND expires_at <= $1`),
 		sweepUnbounded: r.Replace(`DELETE FROM {T} WHERE state IN ('succeeded', 'failed') AND expires_at <= $1`),
 	}
+}
+
+// returningNotify is the RETURNING clause of a statement whose only answer
+// is the wake-up expression, or nothing when notifications are disabled
+// (the statement then runs as an Exec).
+func returningNotify(notify bool, expr string) string {
+	if !notify {
+		return ""
+	}
+	return "\nRETURNING " + expr
 }

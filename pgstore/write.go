@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/idemkit/idem"
 )
@@ -20,9 +21,17 @@ func (o ops) notifyArgs(scope, key string) []any {
 // Finish implements [idem.Store.Finish]: one conditional UPDATE; only when
 // it matches nothing does a read decide between "already recorded" (a
 // retried write whose answer was lost: success, no write) and ErrFenced.
+// With the caller's claim in p.Claim, a terminal outcome first tries
+// finishKnown, which returns no record columns.
 func (o ops) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
 	if o.st.closed.Load() {
 		return nil, errClosed("finish")
+	}
+	b := o.batcher()
+	if b == nil {
+		if rec, err := o.finishKnown(ctx, p); rec != nil || err != nil {
+			return rec, err
+		}
 	}
 	var query string
 	var args []any
@@ -38,7 +47,7 @@ func (o ops) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, err
 		return nil, fmt.Errorf("pgstore: finish: state %q is not succeeded, failed or unknown", p.State)
 	}
 	args = append(args, o.notifyArgs(p.Scope, p.Key)...)
-	if b := o.batcher(); b != nil {
+	if b != nil {
 		res := b.submit(ctx, "finish", p.Scope, p.Key, query, args)
 		switch {
 		case res.err != nil:
@@ -57,6 +66,61 @@ func (o ops) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, err
 		return nil, wrap("finish", err)
 	}
 	return o.finishRetried(ctx, p)
+}
+
+// finishKnown is Finish's fast path for a terminal outcome when p.Claim is
+// the caller's claim: one UPDATE, fenced like every finish (fence,
+// attempt, state), that also requires each column it does not write
+// (fingerprint, intent, mark, created_at, lease_until) to hold the claim's
+// value. The state always changes, so a changed row means the write
+// happened on exactly that record, and the answer is the claim with the
+// written fields over it: the statement returns no record columns, only
+// the wake-up boolean (nothing at all, as an Exec, when notifications are
+// disabled). It returns nil, nil when there is no usable claim or the
+// UPDATE changed nothing (finished already, fenced, absent, or a heartbeat
+// or a mark moved the record on): the general path decides. Group commit
+// keeps the general statement, whose answer its batches expect.
+func (o ops) finishKnown(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
+	c := &p.Claim
+	if !p.State.Terminal() || c.Scope != p.Scope || c.Key != p.Key || c.Fence != p.Fence || c.AttemptID != p.AttemptID {
+		return nil, nil
+	}
+	args := []any{p.Scope, p.Key, p.Fence, p.AttemptID, string(p.State), p.Result,
+		nullTime(p.CompletedAt), nullTime(p.ExpiresAt),
+		c.Fingerprint[:], c.Intent, string(c.Mark), c.CreatedAt.UTC(), nullTime(c.LeaseUntil)}
+	if notify := o.notifyArgs(p.Scope, p.Key); notify != nil {
+		var notified bool
+		err := o.db.queryRow(ctx, o.sql.finishKnown, append(args, notify...)...).Scan(&notified)
+		switch {
+		case isNoRows(err):
+			return nil, nil
+		case err != nil:
+			return nil, wrap("finish", err)
+		}
+	} else {
+		switch n, err := o.db.exec(ctx, o.sql.finishKnown, args...); {
+		case err != nil:
+			return nil, wrap("finish", err)
+		case n == 0:
+			return nil, nil
+		}
+	}
+	// What a read returns: times at the stored (microsecond) precision in
+	// UTC; nil and empty blobs are stored (and read back) as they are.
+	r := *c
+	r.State, r.Result = p.State, p.Result
+	r.CreatedAt, r.LeaseUntil = storedTime(c.CreatedAt), storedTime(c.LeaseUntil)
+	r.CompletedAt, r.ExpiresAt = storedTime(p.CompletedAt), storedTime(p.ExpiresAt)
+	return &r, nil
+}
+
+// storedTime is t as a timestamptz column keeps it and a read returns it:
+// UTC, truncated to the microsecond; the zero time (NULL) stays zero.
+func storedTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC().Truncate(time.Microsecond)
 }
 
 // finishRetried accepts a Finish whose outcome is already recorded for the

@@ -70,7 +70,7 @@ func benchFirstTime(b *testing.B, sync string) {
 				}
 				_, err = s.Finish(ctx, idem.FinishParams{Scope: p.Scope, Key: p.Key, Fence: r.Record.Fence,
 					AttemptID: p.AttemptID, State: idem.StateSucceeded, Result: []byte("ok"),
-					CompletedAt: t0, ExpiresAt: t0.Add(time.Hour)})
+					CompletedAt: t0, ExpiresAt: t0.Add(time.Hour), Claim: r.Record})
 				return err
 			})
 		})

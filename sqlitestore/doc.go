@@ -55,10 +55,16 @@
 //     its own row) and an invalid key ([idem.ErrInvalidKey]); both are
 //     caller errors, not [idem.ErrStoreUnavailable].
 //   - Claim is up to three single statements on the writer (INSERT … ON
-//     CONFLICT DO NOTHING RETURNING; a conditional UPDATE of an expired
+//     CONFLICT DO NOTHING; a conditional UPDATE of an expired
 //     terminal row; a read), each atomic on its own, repeated in a bounded
 //     loop if the row changes between them. No transaction is needed: the
 //     primary key decides every insert.
+//   - Finish given the caller's claim (as the engine passes it) is one
+//     plain UPDATE, fenced on the fence, the attempt and the state, that
+//     also requires the columns it does not write to hold the claim's
+//     values; the store builds the finished record instead of reading it
+//     back with RETURNING. Without a usable claim, or when that UPDATE
+//     changes nothing, a conditional UPDATE … RETURNING decides.
 //   - Finish of an absent record returns [idem.ErrFenced] (the record was
 //     released or swept: the attempt no longer holds anything).
 //   - Resolve with Release returns the deleted record.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"time"
 
 	"github.com/idemkit/idem"
 )
@@ -23,6 +24,9 @@ func (o ops) finish(ctx context.Context, p idem.FinishParams) (*idem.Record, err
 
 // finishNow records the outcome with a conditional UPDATE on o.write.
 func (o ops) finishNow(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
+	if r, err := o.finishKnown(ctx, p); r != nil || err != nil {
+		return r, err
+	}
 	from := `state IN ('in_progress', 'unknown')`
 	expires := micros(p.ExpiresAt)
 	switch p.State {
@@ -43,6 +47,61 @@ func (o ops) finishNow(ctx context.Context, p idem.FinishParams) (*idem.Record, 
 		return r, err
 	}
 	return o.finishRetried(ctx, p)
+}
+
+// finishKnown is finishNow's fast path for a terminal outcome when p.Claim
+// is the caller's claim: one plain UPDATE, fenced like every finish (fence,
+// attempt, state), that also requires each column it does not write
+// (fingerprint, intent, mark, created_at, lease_until) to hold the claim's
+// value. The state always changes, so a changed row means the write
+// happened on exactly that record, and the answer is the claim with the
+// written fields over it: no RETURNING, no result rows, no scan, all of
+// which would run while holding the one writer. An Exec steps the
+// statement to its end, so an autocommit write commits in sqlite3_step
+// and the WAL hook (the automatic checkpoint) runs. It returns nil, nil
+// when there is no usable claim or the UPDATE changed nothing (finished
+// already, fenced, absent, or a heartbeat or a mark moved the record on):
+// the general path decides.
+func (o ops) finishKnown(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
+	c := &p.Claim
+	if !p.State.Terminal() || c.Scope != p.Scope || c.Key != p.Key || c.Fence != p.Fence || c.AttemptID != p.AttemptID {
+		return nil, nil
+	}
+	completed, expires := micros(p.CompletedAt), micros(p.ExpiresAt)
+	res, err := o.write.ExecContext(ctx, `
+		UPDATE idem_records SET state = ?, result = ?, completed_at = ?, expires_at = ?
+		WHERE scope = ? AND key = ? AND fence = ? AND attempt_id = ? AND state IN ('in_progress', 'unknown')
+			AND fingerprint = ? AND intent IS ? AND mark = ? AND created_at = ? AND lease_until IS ?`,
+		string(p.State), blob(p.Result), completed, expires,
+		p.Scope, p.Key, p.Fence, p.AttemptID,
+		c.Fingerprint[:], blob(c.Intent), string(c.Mark), c.CreatedAt.UnixMicro(), micros(c.LeaseUntil))
+	switch n, err := affected(res, err); {
+	case err != nil:
+		return nil, err
+	case n == 0:
+		return nil, nil
+	}
+	// What a read would return: times at the stored precision in UTC,
+	// empty blobs as nil.
+	r := *c
+	r.State, r.Result = p.State, p.Result
+	r.CreatedAt, r.LeaseUntil = stored(c.CreatedAt), stored(c.LeaseUntil)
+	r.CompletedAt, r.ExpiresAt = stored(p.CompletedAt), stored(p.ExpiresAt)
+	if len(r.Intent) == 0 {
+		r.Intent = nil
+	}
+	if len(r.Result) == 0 {
+		r.Result = nil
+	}
+	return &r, nil
+}
+
+// stored is t as a read returns it: whole microseconds in UTC, zero kept.
+func stored(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return time.UnixMicro(t.UnixMicro()).UTC()
 }
 
 // finishRetried decides a Finish that changed nothing: it succeeds only if

@@ -56,6 +56,13 @@ func TestWritesLetTheWALBeCheckpointed(t *testing.T) {
 		recs[i] = *mustFinish(t, s, finishParams(r, idem.StateSucceeded, "ok"))
 	}
 	walWithin("finishes (UPDATE … RETURNING)")
+	for i := range n {
+		c := mustClaim(t, s, claimParams("hinted"+strconv.Itoa(i), "a1")).Record
+		p := finishParams(c, idem.StateSucceeded, "ok")
+		p.Claim = c
+		mustFinish(t, s, p)
+	}
+	walWithin("claims and finishes given the claim (plain UPDATE)")
 	for i, r := range recs {
 		p := claimParams(r.Key, "a2")
 		p.Now = r.ExpiresAt.Add(time.Second)
