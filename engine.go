@@ -69,6 +69,7 @@ func (e *Engine) WithStore(s Store) *Engine {
 func (e *Engine) Close() error {
 	e.closed.Store(true)
 	e.flights.closeAll()
+	e.beats.idle()
 	return nil
 }
 
