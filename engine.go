@@ -69,6 +69,7 @@ func (e *Engine) WithStore(s Store) *Engine {
 func (e *Engine) Close() error {
 	e.closed.Store(true)
 	e.flights.closeAll()
+	e.beats.idle()
 	return nil
 }
 
@@ -386,7 +387,7 @@ func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, 
 		if ferr != nil {
 			return e.finishFailed(ferr)
 		}
-		e.cache.put(rec.Scope, rec.Key, frec)
+		e.cache.putOwned(rec.Scope, rec.Key, frec) // frec is ours: the store returned it
 		return Result{Value: val, State: StateSucceeded, Record: *frec}, OutcomeFirst, nil
 	case errors.Is(herr, ErrReleased):
 		if rerr := e.release(fctx, rec); rerr != nil {

@@ -135,6 +135,18 @@ func (s *beatSchedule) remove(h *heartbeater) {
 	// next beat, if any.
 }
 
+// idle stops the timer when no attempt is scheduled, so that an armed
+// timer does not keep a closed engine (and its store and cache) reachable
+// until it fires. An attempt added later arms it again.
+func (s *beatSchedule) idle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.h) == 0 && s.t != nil {
+		s.t.Stop()
+		s.at = time.Time{}
+	}
+}
+
 // armLocked makes sure the timer fires no later than due.
 func (s *beatSchedule) armLocked(due time.Time) {
 	switch {

@@ -127,3 +127,43 @@ func TestFinishCtxActsAsWithTimeoutWithoutCancel(t *testing.T) {
 		t.Fatal("a context derived after the end is live")
 	}
 }
+
+// TestCloseDisarmsAnIdleBeatTimer: an armed heartbeat timer holds its
+// engine (and so the store and replay cache) reachable until it fires.
+// Close stops it when no attempt is running, and leaves it armed while
+// one is, so that a running attempt keeps its lease.
+func TestCloseDisarmsAnIdleBeatTimer(t *testing.T) {
+	newEngine := func() *Engine {
+		e := &Engine{}
+		e.flights.init(e)
+		return e
+	}
+
+	e := newEngine()
+	h := &heartbeater{idx: -1}
+	e.beats.add(h, time.Now().Add(time.Hour))
+	e.beats.remove(h)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if e.beats.t.Stop() {
+		t.Fatal("Close left the timer armed with no attempt running")
+	}
+	if !e.beats.at.IsZero() {
+		t.Fatal("the schedule believes its timer is armed")
+	}
+	e.beats.add(h, time.Now().Add(time.Hour))
+	if !e.beats.t.Stop() {
+		t.Fatal("an attempt added after Close did not arm the timer")
+	}
+
+	e = newEngine()
+	running := &heartbeater{idx: -1}
+	e.beats.add(running, time.Now().Add(time.Hour))
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !e.beats.t.Stop() {
+		t.Fatal("Close disarmed the timer of a running attempt")
+	}
+}

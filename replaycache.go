@@ -35,13 +35,21 @@ const replayCacheOverhead = 160 // bytes per entry beyond its variable parts
 // string.
 type cacheKey struct{ scope, key string }
 
-// cacheEntry is one cached record and its place in the LRU list.
+// cacheEntry is one cached record and its place in the LRU list. The
+// record is never modified once cached.
 type cacheEntry struct {
 	k          cacheKey
-	rec        Record
+	rec        *Record
 	cached     time.Time
 	size       int
 	prev, next *cacheEntry
+}
+
+// cacheEntryCopy is an entry with its own copy of the record, allocated at
+// once.
+type cacheEntryCopy struct {
+	cacheEntry
+	r Record
 }
 
 // replayCache is an LRU of terminal records bounded in bytes. Its list is
@@ -93,20 +101,44 @@ func (c *replayCache) get(scope, key string, now time.Time) (Record, bool) {
 		c.unlinkLocked(e)
 		c.pushFrontLocked(e)
 	}
-	return e.rec, true
+	return *e.rec, true
 }
 
-// put caches *rec if it is terminal. in_progress and unknown records are
-// never cached: they change.
+// put caches a copy of *rec if it is terminal. in_progress and unknown
+// records are never cached: they change.
 func (c *replayCache) put(scope, key string, rec *Record) {
 	if c == nil || !rec.State.Terminal() {
 		return
 	}
-	size := replayCacheOverhead + len(scope) + len(key) + len(rec.Scope) + len(rec.Key) + len(rec.Result) + len(rec.Intent) + len(rec.AttemptID)
+	size := entrySize(scope, key, rec)
 	if size > c.max {
 		return
 	}
-	e := &cacheEntry{k: cacheKey{scope, key}, rec: *rec, cached: time.Now(), size: size}
+	e := &cacheEntryCopy{r: *rec}
+	e.rec = &e.r
+	c.insert(scope, key, &e.cacheEntry, size)
+}
+
+// putOwned is put for a record nobody else holds or will modify (one a
+// store has just returned, see [Store.Finish]): the cache keeps rec
+// itself rather than a copy.
+func (c *replayCache) putOwned(scope, key string, rec *Record) {
+	if c == nil || !rec.State.Terminal() {
+		return
+	}
+	size := entrySize(scope, key, rec)
+	if size > c.max {
+		return
+	}
+	c.insert(scope, key, &cacheEntry{rec: rec}, size)
+}
+
+func entrySize(scope, key string, rec *Record) int {
+	return replayCacheOverhead + len(scope) + len(key) + len(rec.Scope) + len(rec.Key) + len(rec.Result) + len(rec.Intent) + len(rec.AttemptID)
+}
+
+func (c *replayCache) insert(scope, key string, e *cacheEntry, size int) {
+	e.k, e.cached, e.size = cacheKey{scope, key}, time.Now(), size
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old := c.m[e.k]; old != nil {

@@ -46,6 +46,9 @@ type Store interface {
 	// If the record already holds exactly this outcome for this fence and
 	// attempt (a retried write whose answer was lost), Finish succeeds
 	// without writing. Anything else returns ErrFenced.
+	//
+	// The returned record is the caller's: the store keeps no reference to
+	// it and never modifies it (its byte slices may be shared, read-only).
 	Finish(ctx context.Context, p FinishParams) (*Record, error)
 
 	// Release deletes the record held by (p.Fence, p.AttemptID) while it is

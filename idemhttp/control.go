@@ -2,16 +2,15 @@ package idemhttp
 
 import (
 	"context"
-	"sync"
+	"sync/atomic"
 
 	"github.com/idemkit/idem"
 )
 
 // control lets a handler tell the middleware how its attempt ended.
 type control struct {
-	mu      sync.Mutex
-	release bool
-	unknown bool
+	release atomic.Bool
+	unknown atomic.Bool
 	attempt *idem.Attempt
 }
 
@@ -47,9 +46,7 @@ func ReleaseKey(ctx context.Context) bool {
 	if c == nil {
 		return false
 	}
-	c.mu.Lock()
-	c.release = true
-	c.mu.Unlock()
+	c.release.Store(true)
 	return true
 }
 
@@ -63,9 +60,7 @@ func MarkUnknown(ctx context.Context) bool {
 	if c == nil {
 		return false
 	}
-	c.mu.Lock()
-	c.unknown = true
-	c.mu.Unlock()
+	c.unknown.Store(true)
 	return true
 }
 
@@ -79,7 +74,5 @@ func AttemptFrom(ctx context.Context) *idem.Attempt {
 }
 
 func (c *control) decision() (release, unknown bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.release, c.unknown
+	return c.release.Load(), c.unknown.Load()
 }

@@ -1,6 +1,7 @@
 package idemhttp
 
 import (
+	"bytes"
 	"maps"
 	"strings"
 	"testing"
@@ -78,6 +79,36 @@ func TestReadBodyBounds(t *testing.T) {
 		b, err := readBody(strings.NewReader(c.body), c.hint, c.limit)
 		if err != nil || len(b) != c.want || string(b) != c.body[:c.want] {
 			t.Errorf("readBody(%d bytes, hint %d, limit %d) = %d bytes, %v; want %d", len(c.body), c.hint, c.limit, len(b), err, c.want)
+		}
+	}
+}
+
+// TestCallBodyActsAsBytesReader holds the handler's body reader to
+// bytes.Reader's behaviour: reads in pieces, WriteTo of the rest, EOF.
+func TestCallBodyActsAsBytesReader(t *testing.T) {
+	body := []byte(`{"amount":5000,"currency":"EUR"}`)
+	for _, first := range []int{0, 1, 7, len(body), len(body) + 5} {
+		c := &call{in: input{body: body}}
+		got, want := (*callBody)(c), bytes.NewReader(body)
+		p, q := make([]byte, first), make([]byte, first)
+		n1, err1 := got.Read(p)
+		n2, err2 := want.Read(q)
+		if n1 != n2 || err1 != err2 || !bytes.Equal(p[:n1], q[:n2]) {
+			t.Fatalf("Read(%d) = %d, %v; bytes.Reader %d, %v", first, n1, err1, n2, err2)
+		}
+		var bg, bw bytes.Buffer
+		m1, err1 := got.WriteTo(&bg)
+		m2, err2 := want.WriteTo(&bw)
+		if m1 != m2 || err1 != err2 || !bytes.Equal(bg.Bytes(), bw.Bytes()) {
+			t.Fatalf("WriteTo after %d = %d, %v; bytes.Reader %d, %v", first, m1, err1, m2, err2)
+		}
+		n1, err1 = got.Read(p[:cap(p)])
+		n2, err2 = want.Read(q[:cap(q)])
+		if n1 != n2 || err1 != err2 {
+			t.Fatalf("Read at the end = %d, %v; bytes.Reader %d, %v", n1, err1, n2, err2)
+		}
+		if m, err := got.WriteTo(&bg); m != 0 || err != nil {
+			t.Fatalf("WriteTo at the end = %d, %v", m, err)
 		}
 	}
 }

@@ -280,8 +280,9 @@ type call struct {
 	ctl    control
 	ctx    ctlContext
 	rec    recorder
-	body   bodyReader
-	ran    bool // the handler was called: its response went to the client
+	// bodyOff is how much of in.body the handler has read (see callBody).
+	bodyOff int
+	ran     bool // the handler was called: its response went to the client
 }
 
 // BuildIntent implements idem.IntentBuilder: the journal written with the
@@ -324,11 +325,11 @@ func (c *call) run(req idem.Request) {
 func (c *call) effect(ctx context.Context, a *idem.Attempt) ([]byte, error) {
 	c.ran = true
 	c.ctl.attempt = a
-	c.rec.reset(c.w, c.m.allow, c.m.cfg.MaxResponse)
-	c.body.rd.Reset(c.in.body)
+	c.rec.reset(c.w, c.m)
+	c.bodyOff = 0
 	c.ctx = ctlContext{Context: ctx, ctl: &c.ctl}
 	r2 := c.r.WithContext(&c.ctx)
-	r2.Body = &c.body
+	r2.Body = (*callBody)(c)
 	r2.ContentLength = int64(len(c.in.body))
 	body := c.in.body
 	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
@@ -350,10 +351,34 @@ func (c *call) outcome() ([]byte, error) {
 	return c.rec.record(), nil
 }
 
-// bodyReader gives the handler the body read for the fingerprint, with
-// what io.NopCloser(bytes.NewReader) offered: Read, WriteTo and Close.
-type bodyReader struct{ rd bytes.Reader }
+// callBody gives the handler the body read for the fingerprint, with what
+// io.NopCloser(bytes.NewReader) offered, Read, WriteTo and Close, behaving
+// as bytes.Reader does. It is the call itself, so it costs no allocation.
+type callBody call
 
-func (b *bodyReader) Read(p []byte) (int, error)         { return b.rd.Read(p) }
-func (b *bodyReader) WriteTo(w io.Writer) (int64, error) { return b.rd.WriteTo(w) }
-func (b *bodyReader) Close() error                       { return nil }
+func (b *callBody) Read(p []byte) (int, error) {
+	if b.bodyOff >= len(b.in.body) {
+		return 0, io.EOF
+	}
+	n := copy(p, b.in.body[b.bodyOff:])
+	b.bodyOff += n
+	return n, nil
+}
+
+func (b *callBody) WriteTo(w io.Writer) (int64, error) {
+	if b.bodyOff >= len(b.in.body) {
+		return 0, nil
+	}
+	s := b.in.body[b.bodyOff:]
+	m, err := w.Write(s)
+	if m > len(s) {
+		panic("idemhttp: body WriteTo: invalid Write count")
+	}
+	b.bodyOff += m
+	if m != len(s) && err == nil {
+		err = io.ErrShortWrite
+	}
+	return int64(m), err
+}
+
+func (b *callBody) Close() error { return nil }

@@ -1,34 +1,39 @@
 package idemhttp
 
 import (
+	"encoding/binary"
 	"net/http"
 	"slices"
 )
 
-// recordBufSize is the initial capacity of a recording: the prelude and a
-// small body fit without growing.
-const recordBufSize = 512
+// preludeInline is the room the recorder keeps for an encoded prelude
+// (status and recorded headers) without allocating; a longer one goes to
+// the heap.
+const preludeInline = 64
 
 // recorder passes a handler's response through to the client as it is
-// written (so streaming and flushing work) and keeps a copy, up to max
-// bytes, to record. The copy is encoded as it is written: the prelude
-// (status and allow-listed headers, snapshot when the status is sent) and
-// then the body, straight into the record's bytes.
+// written (so streaming and flushing work) and keeps a copy, up to
+// MaxResponse bytes, to record. The copy is encoded as it is written: the
+// prelude (status and allow-listed headers, snapshot when the status is
+// sent) and then the body. The record is allocated at the first body byte,
+// sized for the prelude and that write, so a response written at once
+// costs one allocation of its own size.
 type recorder struct {
-	w     http.ResponseWriter
-	allow map[string]bool
-	max   int64
-
-	wrote    bool
-	status   int
-	buf      []byte // the record being built
-	bodyOff  int    // where the body starts in buf
+	w http.ResponseWriter
+	m *Middleware
+	// buf is the record: the prelude and the body. It is nil while the
+	// prelude fits in pre and no body byte is recorded.
+	buf      []byte
 	size     int64
+	status   int32
+	preN     int32 // the prelude's length: buf[:preN] when buf is set, else pre[:preN]
+	wrote    bool
 	tooLarge bool
+	pre      [preludeInline]byte
 }
 
-func (r *recorder) reset(w http.ResponseWriter, allow map[string]bool, max int64) {
-	*r = recorder{w: w, allow: allow, max: max}
+func (r *recorder) reset(w http.ResponseWriter, m *Middleware) {
+	*r = recorder{w: w, m: m}
 }
 
 func (r *recorder) Header() http.Header { return r.w.Header() }
@@ -50,17 +55,30 @@ func (r *recorder) WriteHeader(code int) {
 // are when the status is sent.
 func (r *recorder) snapshot(code int) {
 	r.wrote = true
-	r.status = code
+	r.status = int32(code)
 	h := r.w.Header()
 	var arr [16]string
 	names := arr[:0]
 	for k := range h {
-		if r.allow[k] {
+		if r.m.allow[k] {
 			names = append(names, k)
 		}
 	}
-	r.buf = appendPrelude(make([]byte, 0, recordBufSize), code, h, names)
-	r.bodyOff = len(r.buf)
+	p := appendPrelude(r.pre[:0], code, h, names)
+	r.preN = int32(len(p))
+	if !r.inline() {
+		r.buf = p
+	}
+}
+
+// inline reports whether the prelude is held in pre.
+func (r *recorder) inline() bool { return r.preN <= preludeInline }
+
+func (r *recorder) prelude() []byte {
+	if r.buf != nil {
+		return r.buf[:r.preN]
+	}
+	return r.pre[:r.preN]
 }
 
 func (r *recorder) Write(p []byte) (int, error) {
@@ -69,14 +87,21 @@ func (r *recorder) Write(p []byte) (int, error) {
 	}
 	n, err := r.w.Write(p)
 	r.size += int64(n)
-	if !r.tooLarge {
-		if int64(len(r.buf)-r.bodyOff)+int64(n) > r.max {
-			// Never keep a truncated body: a replay would serve it as whole.
-			r.tooLarge = true
-			r.buf = slices.Clone(r.buf[:r.bodyOff]) // and free the body's memory
+	switch {
+	case r.tooLarge, n == 0:
+	case r.size > r.m.cfg.MaxResponse:
+		// Never keep a truncated body: a replay would serve it as whole.
+		r.tooLarge = true
+		// And free the body's memory.
+		if r.inline() {
+			r.buf = nil
 		} else {
-			r.buf = append(r.buf, p[:n]...)
+			r.buf = slices.Clone(r.buf[:r.preN])
 		}
+	case r.buf == nil:
+		r.buf = append(append(make([]byte, 0, int(r.preN)+n), r.pre[:r.preN]...), p[:n]...)
+	default:
+		r.buf = append(r.buf, p[:n]...)
 	}
 	return n, err
 }
@@ -99,7 +124,7 @@ func (r *recorder) finalStatus() int {
 	if !r.wrote {
 		return http.StatusOK
 	}
-	return r.status
+	return int(r.status)
 }
 
 // record returns the encoded response. A handler that wrote nothing
@@ -108,8 +133,11 @@ func (r *recorder) record() []byte {
 	if !r.wrote {
 		r.snapshot(http.StatusOK)
 	}
-	if r.tooLarge {
-		return markTooLarge(r.buf[:r.bodyOff], r.size)
+	switch {
+	case r.tooLarge:
+		return markTooLarge(append(make([]byte, 0, int(r.preN)+binary.MaxVarintLen64), r.prelude()...), r.size)
+	case r.buf == nil:
+		return slices.Clone(r.pre[:r.preN])
 	}
 	return r.buf
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/memstore"
 )
 
 func TestResponseTooLargeIsNotTruncated(t *testing.T) {
@@ -125,4 +126,61 @@ func TestLegacyJSONRecordReplays(t *testing.T) {
 			t.Fatalf("legacy replay: %d %q %v", r.status, r.body, r.header)
 		}
 	})
+}
+
+// TestRecordedPreludeOfAnyLength replays responses whose status and
+// recorded headers encode in fewer and in more bytes than the recorder
+// keeps without allocating, written at once, in pieces, not at all, and
+// too large to record.
+func TestRecordedPreludeOfAnyLength(t *testing.T) {
+	long := "/charges/" + strings.Repeat("c", 80)
+	cases := []struct {
+		name     string
+		location string
+		chunks   []string
+	}{
+		{"short, one write", "/c/1", []string{`{"id":"ch_1"}`}},
+		{"short, pieces", "/c/1", []string{`{"id":`, `"ch_1"`, `}`}},
+		{"short, no body", "/c/1", nil},
+		{"long, one write", long, []string{`{"id":"ch_1"}`}},
+		{"long, pieces", long, []string{`{"id":`, `"ch_1"`, `}`}},
+		{"long, no body", long, nil},
+		{"short, too large", "/c/1", []string{strings.Repeat("x", 60), strings.Repeat("y", 60)}},
+		{"long, too large", long, []string{strings.Repeat("x", 60), strings.Repeat("y", 60)}},
+	}
+	open := func(*testing.T) idem.Store { return memstore.New() }
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, open, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: -1}}, idemhttp.Config{MaxResponse: 100},
+				func(w http.ResponseWriter, r *http.Request) {
+					w.Header().Set("Location", c.location)
+					w.Header().Set("Content-Type", "application/json")
+					w.Header().Set("ETag", `"v1"`)
+					w.WriteHeader(http.StatusCreated)
+					for _, s := range c.chunks {
+						_, _ = w.Write([]byte(s))
+					}
+				})
+			body := strings.Join(c.chunks, "")
+			first := e.do("POST", "/c", `"k"`, `{}`)
+			if first.status != http.StatusCreated || first.body != body {
+				t.Fatalf("first: %d %q", first.status, first.body)
+			}
+			r := e.do("POST", "/c", `"k"`, `{}`)
+			if r.header.Get(idemhttp.ReplayedHeader) != "true" || r.header.Get("Location") != c.location {
+				t.Fatalf("replay headers %v", r.header)
+			}
+			if len(body) > 100 {
+				p := wantProblem(t, r, http.StatusCreated, idemhttp.TypeResponseTooLarge)
+				if p.RecordedStatus != http.StatusCreated {
+					t.Fatalf("too-large replay: %+v", p)
+				}
+				return
+			}
+			if r.status != http.StatusCreated || r.body != body || r.header.Get("ETag") != `"v1"` ||
+				r.header.Get("Content-Type") != "application/json" {
+				t.Fatalf("replay: %d %q %v", r.status, r.body, r.header)
+			}
+		})
+	}
 }
