@@ -160,7 +160,7 @@ func (e *Engine) do(ctx context.Context, req *Request, h Handler) (Result, Outco
 		}
 	}
 	var waitDeadline time.Time
-	if e.flights.holding(req.Scope, string(req.Key), req.Fingerprint, e.now()) {
+	if e.flights.holding(req.Scope, string(req.Key), req.Fingerprint) {
 		// This engine runs the effect for this very request right now: the
 		// duplicate is in flight without a store claim. Waiting here, before
 		// the claim loop, keeps a parked waiter's stack small.

@@ -68,14 +68,14 @@ func (g *flightGroup) unhold(scope, key string) {
 }
 
 // holding reports whether this engine runs the effect of (scope, key) for a
-// request with fingerprint fp under a lease that is live at now. Otherwise
-// the store decides (a stalled holder's expired lease is the claim path's
-// business: unknown, re-drive).
-func (g *flightGroup) holding(scope, key string, fp Fingerprint, now time.Time) bool {
+// request with fingerprint fp under a lease that is live now (the clock is
+// read only for a held key). Otherwise the store decides (a stalled
+// holder's expired lease is the claim path's business: unknown, re-drive).
+func (g *flightGroup) holding(scope, key string, fp Fingerprint) bool {
 	g.mu.Lock()
 	h, ok := g.held[flightKey{scope, key}]
 	g.mu.Unlock()
-	return ok && h.fp == fp && now.Before(h.leaseUntil)
+	return ok && h.fp == fp && g.e.now().Before(h.leaseUntil)
 }
 
 // flightKey identifies a key in the flight group's maps (a struct, so a
