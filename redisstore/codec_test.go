@@ -103,3 +103,28 @@ func TestOldLayoutRefused(t *testing.T) {
 		}
 	})
 }
+
+func TestParseBulk(t *testing.T) {
+	for _, tc := range []struct {
+		raw       string
+		v         string
+		found, ok bool
+	}{
+		{"_\r\n", "", false, true},
+		{"$-1\r\n", "", false, true},
+		{"$0\r\n\r\n", "", true, true},
+		{"$5\r\nI1p\r\n\r\n", "I1p\r\n", true, true},
+		{"-WRONGTYPE Operation against a key\r\n", "", false, false},
+		{"-MOVED 3999 127.0.0.1:7001\r\n", "", false, false},
+		{"!5\r\nERR x\r\n", "", false, false},
+		{"+OK\r\n", "", false, false},
+		{"$5\r\nab\r\n", "", false, false},
+		{"$x\r\n\r\n", "", false, false},
+		{"", "", false, false},
+	} {
+		v, found, ok := parseBulk([]byte(tc.raw))
+		if v != tc.v || found != tc.found || ok != tc.ok {
+			t.Errorf("parseBulk(%q) = %q, %v, %v; want %q, %v, %v", tc.raw, v, found, ok, tc.v, tc.found, tc.ok)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -114,17 +115,23 @@ type claimConn interface {
 	Do(ctx context.Context, args ...interface{}) *redis.Cmd
 }
 
+// rawDoer is implemented by go-redis's clients and connections (not by
+// the UniversalClient interface).
+type rawDoer interface {
+	DoRaw(ctx context.Context, args ...interface{}) *redis.RawCmd
+}
+
 // claimOn runs the claim on c: SET NX GET, then the claim script only for
 // an expired record; or the claim script alone on servers without SET NX
 // GET.
 func (s *Store) claimOn(ctx context.Context, c claimConn, rec string, p *idem.ClaimParams) (int64, *idem.Record, error) {
 	if s.setNXGet {
-		v, err := c.Do(ctx, "set", rec, newClaimValue(p), "nx", "get").Text()
-		if err == redis.Nil {
-			return 1, nil, nil
-		}
+		v, found, err := setNXGet(ctx, c, rec, newClaimValue(p))
 		if err != nil {
 			return 0, nil, err
+		}
+		if !found {
+			return 1, nil, nil
 		}
 		r, err := decodeRecord(v)
 		if err != nil {
@@ -343,6 +350,62 @@ func (s *Store) pexpireAt(t time.Time) string {
 		return ""
 	}
 	return strconv.FormatInt(t.Add(s.grace).UnixMilli(), 10)
+}
+
+// setNXGet sends SET rec val NX GET and returns the value stored before,
+// found false when there was none (the SET wrote val).
+//
+// A successful claim answers nil, which go-redis's Cmd treats as an error
+// (redis.Nil) and runs through its retry and bad-connection checks, about
+// 20 allocations per claim. So the command goes as DoRaw, whose reply
+// this reads itself. Any error reply (MOVED, ASK, READONLY, WRONGTYPE, …)
+// means the SET did not run; it is then sent again through Do, whose
+// handling follows redirects, retires bad connections and returns the
+// error. A transport error is returned as it is (go-redis already retried).
+func setNXGet(ctx context.Context, c claimConn, rec string, val []byte) (string, bool, error) {
+	if rd, ok := c.(rawDoer); ok {
+		raw, err := rd.DoRaw(ctx, "set", rec, val, "nx", "get").Bytes()
+		if err != nil {
+			return "", false, err
+		}
+		if v, found, ok := parseBulk(raw); ok {
+			return v, found, nil
+		}
+	}
+	v, err := c.Do(ctx, "set", rec, val, "nx", "get").Text()
+	if err == redis.Nil {
+		return "", false, nil
+	}
+	return v, err == nil, err
+}
+
+// parseBulk reads a RESP bulk-string or null reply (RESP2 or RESP3).
+// ok is false for anything else, such as an error reply.
+func parseBulk(raw []byte) (v string, found, ok bool) {
+	if len(raw) < 3 {
+		return "", false, false
+	}
+	switch raw[0] {
+	case '_': // RESP3 null
+		return "", false, true
+	case '$':
+		i := bytes.IndexByte(raw, '\n')
+		if i < 2 || raw[i-1] != '\r' {
+			return "", false, false
+		}
+		n, err := strconv.Atoi(string(raw[1 : i-1]))
+		if err != nil {
+			return "", false, false
+		}
+		if n < 0 { // RESP2 null
+			return "", false, true
+		}
+		if len(raw) != i+1+n+2 {
+			return "", false, false
+		}
+		return string(raw[i+1 : i+1+n]), true, true
+	}
+	return "", false, false
 }
 
 // statusErr maps a script's status word to the contract's errors.
