@@ -109,10 +109,23 @@ func holderToken(fence int64, attempt string) string {
 }
 
 // claimValue encodes the in_progress record a claim writes, split around
-// its fence: pre + fence + post is the value. The SET NX path writes it
-// with fence 1; the claim script inserts the fence it decided.
+// its fence: pre + fence + post is the value. The claim script inserts the
+// fence it decided.
 func claimValue(p *idem.ClaimParams) (pre string, post []byte) {
-	b := make([]byte, 0, 64+len(p.AttemptID)+len(p.Scope)+len(p.Key)+len(p.Intent))
+	return layoutVersion + string(codeInProgress), appendClaimTail(nil, p)
+}
+
+// newClaimValue is the whole value of a first claim (fence 1), as SET NX
+// GET writes it.
+func newClaimValue(p *idem.ClaimParams) []byte {
+	b := make([]byte, 0, 72+len(p.AttemptID)+len(p.Scope)+len(p.Key)+len(p.Intent))
+	b = append(b, layoutVersion...)
+	b = append(b, codeInProgress, '1')
+	return appendClaimTail(b, p)
+}
+
+// appendClaimTail appends what follows the fence in a new claim's value.
+func appendClaimTail(b []byte, p *idem.ClaimParams) []byte {
 	b = append(b, ':')
 	b = appendLen(b, p.AttemptID)
 	b = append(b, ";;0:"...) // no expires, no completed, empty result
@@ -123,17 +136,7 @@ func claimValue(p *idem.ClaimParams) (pre string, post []byte) {
 	b = appendLen(b, p.Scope)
 	b = appendLen(b, p.Key)
 	b = append(b, p.Fingerprint[:]...)
-	b = append(b, p.Intent...)
-	return layoutVersion + string(codeInProgress), b
-}
-
-// newClaimValue is the whole value of a first claim (fence 1).
-func newClaimValue(p *idem.ClaimParams) []byte {
-	pre, post := claimValue(p)
-	b := make([]byte, 0, len(pre)+1+len(post))
-	b = append(b, pre...)
-	b = append(b, '1')
-	return append(b, post...)
+	return append(b, p.Intent...)
 }
 
 // decoder reads a value left to right.

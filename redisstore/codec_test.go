@@ -128,3 +128,13 @@ func TestParseBulk(t *testing.T) {
 		}
 	}
 }
+
+func TestRecChanKeys(t *testing.T) {
+	s := &Store{prefix: "p"}
+	for _, pr := range [][2]string{{"", ""}, {"a:b", "c"}, {"{x}", "ü%"}} {
+		rec, ch := s.recChanKeys(pr[0], pr[1])
+		if rec != s.recKey(pr[0], pr[1]) || ch != chanKey(rec) {
+			t.Errorf("%q: recChanKeys = %q, %q; want %q, %q", pr, rec, ch, s.recKey(pr[0], pr[1]), chanKey(s.recKey(pr[0], pr[1])))
+		}
+	}
+}

@@ -19,6 +19,27 @@ func (s *Store) recKey(scope, key string) string {
 	return b.String()
 }
 
+// recChanKeys returns recKey and chanKey of a record, built in one
+// allocation.
+func (s *Store) recChanKeys(scope, key string) (rec, ch string) {
+	var b strings.Builder
+	n := len(s.prefix) + len(scope) + len(key) + 4
+	b.Grow(2*n + 16)
+	for i, suffix := range [2]string{"}:rec", "}:ch"} {
+		if i == 1 {
+			n = b.Len()
+		}
+		b.WriteString(s.prefix)
+		b.WriteString(":{")
+		escapeTagPart(&b, scope)
+		b.WriteByte(':')
+		escapeTagPart(&b, key)
+		b.WriteString(suffix)
+	}
+	both := b.String()
+	return both[:n], both[n:]
+}
+
 // chanKey names the notification channel of the record at rec:
 // "{prefix}:{<tag>}:ch".
 func chanKey(rec string) string {

@@ -213,17 +213,39 @@ func (s *Store) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, 
 	if p.State != idem.StateSucceeded && p.State != idem.StateFailed && p.State != idem.StateUnknown {
 		return nil, fmt.Errorf("redisstore: finish: state %q is not succeeded, failed or unknown", p.State)
 	}
-	expires := p.ExpiresAt
-	if p.State == idem.StateUnknown {
-		expires = time.Time{}
-	}
-	res, err := s.run(ctx, "finish", finishScript, p.Scope, p.Key,
-		holderToken(p.Fence, p.AttemptID), stateCodes[p.State], p.Result,
-		encTime(p.CompletedAt), encTime(expires), s.pexpireAt(expires), s.pubCmd)
+	tok, meta := s.finishArgs(&p)
+	res, err := s.run(ctx, "finish", finishScript, p.Scope, p.Key, tok, meta, p.Result, s.pubArg)
 	if err != nil {
 		return nil, err
 	}
 	return recordFrom("finish", res)
+}
+
+// finishArgs builds finishScript's token and meta arguments in one buffer.
+func (s *Store) finishArgs(p *idem.FinishParams) (tok, meta []byte) {
+	b := make([]byte, 0, 96+len(p.AttemptID))
+	b = strconv.AppendInt(b, p.Fence, 10)
+	b = append(b, ':')
+	b = appendLen(b, p.AttemptID)
+	n := len(b)
+	b = append(b, stateCode(p.State))
+	if p.State == idem.StateUnknown {
+		b = append(b, "|;"...)
+		b = appendTime(b, p.CompletedAt)
+		b = append(b, ';')
+		return b[:n:n], b[n:]
+	}
+	if !p.ExpiresAt.IsZero() {
+		b = strconv.AppendInt(b, p.ExpiresAt.Add(s.grace).UnixMilli(), 10)
+	}
+	b = append(b, '|')
+	b = appendTime(b, p.ExpiresAt)
+	b = append(b, ';')
+	b = appendTime(b, p.CompletedAt)
+	b = append(b, ';')
+	b = strconv.AppendInt(b, int64(len(p.Result)), 10)
+	b = append(b, ':')
+	return b[:n:n], b[n:]
 }
 
 // stateCodes are the state codes as script arguments.
@@ -238,7 +260,7 @@ func (s *Store) Release(ctx context.Context, p idem.ReleaseParams) error {
 		return err
 	}
 	res, err := s.run(ctx, "release", releaseScript, p.Scope, p.Key,
-		holderToken(p.Fence, p.AttemptID), s.pubCmd)
+		holderToken(p.Fence, p.AttemptID), s.pubArg)
 	if err != nil {
 		return err
 	}
@@ -287,7 +309,7 @@ func (s *Store) Resolve(ctx context.Context, p idem.ResolveParams) (*idem.Record
 	res, err := s.run(ctx, "resolve", resolveScript, p.Scope, p.Key,
 		strconv.FormatInt(p.Fence, 10), from, to, release,
 		p.AttemptID, p.Result, encTime(p.Now), encTime(p.LeaseUntil), encTime(expires),
-		s.pexpireAt(expires), s.pubCmd)
+		s.pexpireAt(expires), s.pubArg)
 	if err != nil {
 		return nil, err
 	}
@@ -336,8 +358,8 @@ func (s *Store) read(ctx context.Context, rec string) (*idem.Record, error) {
 // run runs a write script on the record's keys; its answer is a status
 // word or a stored value.
 func (s *Store) run(ctx context.Context, op string, sc *redis.Script, scope, key string, args ...interface{}) (string, error) {
-	rec := s.recKey(scope, key)
-	res, err := sc.Run(ctx, s.client, []string{rec, chanKey(rec)}, args...).Text()
+	rec, ch := s.recChanKeys(scope, key)
+	res, err := sc.Run(ctx, s.client, []string{rec, ch}, args...).Text()
 	if err != nil {
 		return "", storeErr(op, wrongType(err))
 	}

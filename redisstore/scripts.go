@@ -79,41 +79,47 @@ return fence
 // finishScript records an outcome for the holder token ARGV[1] (fence and
 // attempt, compared as a prefix of the value: no decoding). Terminal
 // outcomes are accepted from in_progress or unknown and set the key's TTL
-// at ARGV[6] (ExpiresAt plus the grace, Unix ms); unknown only from
-// in_progress. The same outcome already recorded → the stored value,
-// without writing. The answer is the value after the call, so Finish costs
-// no second read. The value is rebuilt from the new header and outcome and
-// the unchanged rest of the old value, found with three searches.
+// (ExpiresAt plus the grace, Unix ms); unknown only from in_progress. The
+// same outcome already recorded → the stored value, without writing. The
+// answer is the value after the call, so Finish costs no second read.
 //
-// ARGV: token, state code, result, completed_at, expires_at, pexpireat, pub.
+// ARGV[2] is built by Finish: the state code, the TTL (or nothing), "|",
+// then the bytes that follow the token in the new value up to the result:
+// for a terminal outcome expires ";" completed ";" len ":", for unknown
+// ";" completed ";" (the in_progress record's empty result stays). The
+// script appends the result and the unchanged rest of the old value, found
+// with three searches.
+//
+// ARGV: token, meta (above), result, pub.
 var finishScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if not v then return 'fenced' end
 if string.sub(v, 1, 2) ~= 'I1' then error('redisstore: record is not in layout I1') end
-local tok = ARGV[1]
+local tok, meta = ARGV[1], ARGV[2]
 local p = 4 + #tok
 if string.sub(v, 4, p - 1) ~= tok then return 'fenced' end
-local st, want = string.sub(v, 3, 3), ARGV[2]
+local st, want = string.sub(v, 3, 3), string.sub(meta, 1, 1)
 local e = string.find(v, ';', p, true)
 local d = string.find(v, ';', e + 1, true)
 local c = string.find(v, ':', d + 1, true)
 local rend = c + tonumber(string.sub(v, d + 1, c - 1))
 if st == want and (want == 'u' or string.sub(v, c + 1, rend) == ARGV[3]) then return v end
+local bar = string.find(meta, '|', 2, true)
 local new
 if want == 'u' then
   if st ~= 'p' then return 'fenced' end
-  new = 'I1u' .. tok .. ';' .. ARGV[4] .. string.sub(v, d)
+  new = 'I1u' .. tok .. string.sub(meta, bar + 1) .. string.sub(v, d + 1)
   redis.call('SET', KEYS[1], new)
 else
   if st ~= 'p' and st ~= 'u' then return 'fenced' end
-  new = 'I1' .. want .. tok .. ARGV[5] .. ';' .. ARGV[4] .. ';' .. #ARGV[3] .. ':' .. ARGV[3] .. string.sub(v, rend + 1)
-  if ARGV[6] ~= '' then
-    redis.call('SET', KEYS[1], new, 'PXAT', ARGV[6])
+  new = 'I1' .. want .. tok .. string.sub(meta, bar + 1) .. ARGV[3] .. string.sub(v, rend + 1)
+  if bar > 2 then
+    redis.call('SET', KEYS[1], new, 'PXAT', string.sub(meta, 2, bar - 1))
   else
     redis.call('SET', KEYS[1], new)
   end
 end
-if ARGV[7] ~= '' then redis.call(ARGV[7], KEYS[2], 'f') end
+if ARGV[4] ~= '' then redis.call(ARGV[4], KEYS[2], 'f') end
 return new
 `)
 

@@ -93,7 +93,8 @@ type Store struct {
 	prefix  string
 	wait    *WaitConfig
 	grace   time.Duration
-	pubCmd  string // "spublish", "publish" or ""
+	pubCmd  string      // "spublish", "publish" or ""
+	pubArg  interface{} // pubCmd, boxed once for script arguments
 	cluster *redis.ClusterClient
 	hub     *hub
 	closed  atomic.Bool
@@ -136,6 +137,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if err := s.probe(ctx, cfg); err != nil {
 		return nil, err
 	}
+	s.pubArg = s.pubCmd
 	s.hub = newHub(s, cfg.PollFallback)
 	return s, nil
 }
