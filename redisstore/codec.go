@@ -1,30 +1,81 @@
 package redisstore
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/idemkit/idem"
 )
 
-// Hash fields of a record. Times are Unix microseconds in decimal; the empty
-// string is the zero time. The scripts compare them numerically.
+// A record is one Redis string in layout "I1" (see the package doc):
+//
+//	"I1" state fence ":" len ":" attempt          header; the holder token is
+//	                                              fence ":" len ":" attempt
+//	expires ";" completed ";"                     written by Finish
+//	len ":" result                                written by Finish
+//	lease ";" created ";"                         written by Claim, Heartbeat, Resolve
+//	len ":" mark                                  written by SetMark
+//	len ":" scope len ":" key fingerprint intent  written by Claim only
+//
+// state is one byte (p in_progress, s succeeded, f failed, u unknown);
+// times are Unix microseconds in decimal, empty for the zero time; every
+// variable-length string but the last (intent) is prefixed by its length in
+// bytes; the fingerprint is 32 raw bytes. The order puts what Finish
+// rewrites right after the header, so its script finds the end of the
+// result with three searches and keeps the rest of the value as one slice.
+const layoutVersion = "I1"
+
+// State codes, one byte each.
 const (
-	fScope       = "s"
-	fKey         = "k"
-	fFingerprint = "fp"
-	fState       = "st"
-	fFence       = "f"
-	fAttempt     = "a"
-	fIntent      = "in"
-	fResult      = "r"
-	fMark        = "m"
-	fCreated     = "c"
-	fLease       = "l"
-	fCompleted   = "d"
-	fExpires     = "x"
+	codeInProgress = 'p'
+	codeSucceeded  = 's'
+	codeFailed     = 'f'
+	codeUnknown    = 'u'
 )
+
+func stateCode(st idem.State) byte {
+	switch st {
+	case idem.StateInProgress:
+		return codeInProgress
+	case idem.StateSucceeded:
+		return codeSucceeded
+	case idem.StateFailed:
+		return codeFailed
+	case idem.StateUnknown:
+		return codeUnknown
+	}
+	return 0
+}
+
+func codeState(c byte) (idem.State, bool) {
+	switch c {
+	case codeInProgress:
+		return idem.StateInProgress, true
+	case codeSucceeded:
+		return idem.StateSucceeded, true
+	case codeFailed:
+		return idem.StateFailed, true
+	case codeUnknown:
+		return idem.StateUnknown, true
+	}
+	return "", false
+}
+
+// errOldLayout is wrapped when a record key holds a value this version does
+// not read: a hash (the layout before "I1") or another layout version.
+var errOldLayout = errors.New("record is not in layout " + layoutVersion + " (written by another version of redisstore); delete it or migrate it")
+
+// wrongType turns Redis's WRONGTYPE reply (a record key holding a hash of
+// the layout before "I1") into a clear error, and passes others through.
+func wrongType(err error) error {
+	if err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE") {
+		return fmt.Errorf("redisstore: %w: %v", errOldLayout, err)
+	}
+	return err
+}
 
 func encTime(t time.Time) string {
 	if t.IsZero() {
@@ -33,99 +84,167 @@ func encTime(t time.Time) string {
 	return strconv.FormatInt(t.UnixMicro(), 10)
 }
 
-func decTime(s string) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
+func appendTime(b []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return b
+	}
+	return strconv.AppendInt(b, t.UnixMicro(), 10)
+}
+
+func appendLen(b []byte, s string) []byte {
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, ':')
+	return append(b, s...)
+}
+
+// holderToken is fence ":" len ":" attempt, the part of the header that
+// names the attempt holding the record. It is self-delimiting, so a stored
+// value starts (after version and state) with the token exactly when its
+// fence and attempt id are these.
+func holderToken(fence int64, attempt string) string {
+	b := make([]byte, 0, 24+len(attempt))
+	b = strconv.AppendInt(b, fence, 10)
+	b = append(b, ':')
+	return string(appendLen(b, attempt))
+}
+
+// claimValue encodes the in_progress record a claim writes, split around
+// its fence: pre + fence + post is the value. The claim script inserts the
+// fence it decided.
+func claimValue(p *idem.ClaimParams) (pre string, post []byte) {
+	return layoutVersion + string(codeInProgress), appendClaimTail(nil, p)
+}
+
+// newClaimValue is the whole value of a first claim (fence 1), as SET NX
+// GET writes it.
+func newClaimValue(p *idem.ClaimParams) []byte {
+	b := make([]byte, 0, 72+len(p.AttemptID)+len(p.Scope)+len(p.Key)+len(p.Intent))
+	b = append(b, layoutVersion...)
+	b = append(b, codeInProgress, '1')
+	return appendClaimTail(b, p)
+}
+
+// appendClaimTail appends what follows the fence in a new claim's value.
+func appendClaimTail(b []byte, p *idem.ClaimParams) []byte {
+	b = append(b, ':')
+	b = appendLen(b, p.AttemptID)
+	b = append(b, ";;0:"...) // no expires, no completed, empty result
+	b = appendTime(b, p.LeaseUntil)
+	b = append(b, ';')
+	b = appendTime(b, p.Now)
+	b = append(b, ";0:"...) // empty mark
+	b = appendLen(b, p.Scope)
+	b = appendLen(b, p.Key)
+	b = append(b, p.Fingerprint[:]...)
+	return append(b, p.Intent...)
+}
+
+// decoder reads a value left to right.
+type decoder struct {
+	v   string
+	i   int
+	err error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = corrupt(fmt.Errorf("bad %s at byte %d", what, d.i))
+	}
+}
+
+// until returns the bytes up to the next sep and steps past it.
+func (d *decoder) until(sep byte, what string) string {
+	if d.err != nil {
+		return ""
+	}
+	j := strings.IndexByte(d.v[d.i:], sep)
+	if j < 0 {
+		d.fail(what)
+		return ""
+	}
+	s := d.v[d.i : d.i+j]
+	d.i += j + 1
+	return s
+}
+
+func (d *decoder) int(sep byte, what string) int64 {
+	s := d.until(sep, what)
+	if d.err != nil {
+		return 0
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		d.fail(what)
+	}
+	return n
+}
+
+func (d *decoder) time(what string) time.Time {
+	s := d.until(';', what)
+	if d.err != nil || s == "" {
+		return time.Time{}
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return time.Time{}, err
+		d.fail(what)
+		return time.Time{}
 	}
-	return time.UnixMicro(n).UTC(), nil
+	return time.UnixMicro(n).UTC()
 }
 
-// recordStrings lists every hash field of a record in the order the
-// scripts and the read-first path fetch them with HMGET, so a record comes
-// back as a positional array: no field names on the wire and no map to
-// build when decoding. The scripts spell the same order out as
-// "s k fp st f a in r m c l d x" (see scripts.go).
-var recordStrings = []string{fScope, fKey, fFingerprint, fState, fFence, fAttempt,
-	fIntent, fResult, fMark, fCreated, fLease, fCompleted, fExpires}
-
-// Positions in recordStrings.
-const (
-	iScope = iota
-	iKey
-	iFingerprint
-	iState
-	iFence
-	iAttempt
-	iIntent
-	iResult
-	iMark
-	iCreated
-	iLease
-	iCompleted
-	iExpires
-	nFields
-)
-
-// decodeValues turns a positional HMGET reply (values in recordStrings
-// order; an absent field is nil, or false when a script relays it over
-// RESP3) into a record; a missing state means no record. It reads the
-// values in place: no intermediate map.
-func decodeValues(vals []interface{}) (*idem.Record, error) {
-	if len(vals) != nFields {
-		return nil, corrupt(fmt.Errorf("%d values, want %d", len(vals), nFields))
+// str reads a length-prefixed string.
+func (d *decoder) str(what string) string {
+	n := d.int(':', what+" length")
+	if d.err != nil {
+		return ""
 	}
-	str := func(i int) string { s, _ := vals[i].(string); return s }
-	if _, ok := vals[iState].(string); !ok {
-		return nil, idem.ErrNotFound
+	if n > int64(len(d.v)-d.i) {
+		d.fail(what)
+		return ""
 	}
-	return decodeWith(str)
+	s := d.v[d.i : d.i+int(n)]
+	d.i += int(n)
+	return s
 }
 
-func decodeMap(m map[string]string) (*idem.Record, error) {
-	if len(m) == 0 {
-		return nil, idem.ErrNotFound
+func bytesOrNil(s string) []byte {
+	if s == "" {
+		return nil
 	}
-	return decodeWith(func(i int) string { return m[recordStrings[i]] })
+	return []byte(s)
 }
 
-// decodeWith builds a record from the field values str returns by position.
-func decodeWith(str func(int) string) (*idem.Record, error) {
-	r := &idem.Record{
-		Scope:     str(iScope),
-		Key:       str(iKey),
-		AttemptID: str(iAttempt),
-		Mark:      idem.Mark(str(iMark)),
+// decodeRecord decodes a stored value. The record's strings share v's
+// memory; Intent and Result are copies.
+func decodeRecord(v string) (*idem.Record, error) {
+	if !strings.HasPrefix(v, layoutVersion) || len(v) < len(layoutVersion)+1 {
+		return nil, fmt.Errorf("redisstore: %w: value starts %q", errOldLayout, v[:min(len(v), 4)])
 	}
-	var err error
-	if r.State, err = idem.ParseState(str(iState)); err != nil {
-		return nil, corrupt(err)
+	st, ok := codeState(v[len(layoutVersion)])
+	if !ok {
+		return nil, corrupt(fmt.Errorf("state code %q", v[len(layoutVersion)]))
 	}
-	if r.Fence, err = strconv.ParseInt(str(iFence), 10, 64); err != nil {
-		return nil, corrupt(err)
+	d := decoder{v: v, i: len(layoutVersion) + 1}
+	r := &idem.Record{State: st}
+	r.Fence = d.int(':', "fence")
+	r.AttemptID = d.str("attempt")
+	r.ExpiresAt = d.time("expires")
+	r.CompletedAt = d.time("completed")
+	result := d.str("result")
+	r.LeaseUntil = d.time("lease")
+	r.CreatedAt = d.time("created")
+	r.Mark = idem.Mark(d.str("mark"))
+	r.Scope = d.str("scope")
+	r.Key = d.str("key")
+	if d.err != nil {
+		return nil, d.err
 	}
-	if fp := str(iFingerprint); fp != "" {
-		if r.Fingerprint, err = idem.ParseFingerprint(fp); err != nil {
-			return nil, corrupt(err)
-		}
+	if len(v)-d.i < len(r.Fingerprint) {
+		return nil, corrupt(errors.New("short fingerprint"))
 	}
-	if v := str(iIntent); v != "" {
-		r.Intent = []byte(v)
-	}
-	if v := str(iResult); v != "" {
-		r.Result = []byte(v)
-	}
-	for _, tf := range [...]struct {
-		dst *time.Time
-		i   int
-	}{{&r.CreatedAt, iCreated}, {&r.LeaseUntil, iLease}, {&r.CompletedAt, iCompleted}, {&r.ExpiresAt, iExpires}} {
-		if *tf.dst, err = decTime(str(tf.i)); err != nil {
-			return nil, corrupt(fmt.Errorf("field %s: %w", recordStrings[tf.i], err))
-		}
-	}
+	copy(r.Fingerprint[:], v[d.i:])
+	r.Intent = bytesOrNil(v[d.i+len(r.Fingerprint):])
+	r.Result = bytesOrNil(result)
 	return r, nil
 }
 

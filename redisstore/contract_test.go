@@ -77,7 +77,7 @@ func TestClaimReplacesOnlyExpiredTerminal(t *testing.T) {
 		if got.Fence != 2 || got.Result != nil || !got.ExpiresAt.IsZero() || !got.CompletedAt.IsZero() {
 			t.Fatalf("re-claimed record = %+v, want fresh in_progress with fence 2", got)
 		}
-		if ttl := c.PTTL(ctx, s.keysFor("tenant-a", "k").rec).Val(); ttl != -1 {
+		if ttl := c.PTTL(ctx, s.recKey("tenant-a", "k")).Val(); ttl != -1 {
 			t.Fatalf("re-claimed record has TTL %v, want none", ttl)
 		}
 		// unknown never expires, even long after.
@@ -117,7 +117,7 @@ func TestFinish(t *testing.T) {
 			t.Fatalf("finished = %+v", got)
 		}
 		// The key expires at ExpiresAt + grace, not before.
-		pttl := c.PTTL(ctx, s.keysFor("tenant-a", "k").rec).Val()
+		pttl := c.PTTL(ctx, s.recKey("tenant-a", "k")).Val()
 		if pttl < time.Hour || pttl > time.Hour+2*time.Minute {
 			t.Fatalf("PTTL = %v, want about 1h + 1m grace", pttl)
 		}
@@ -152,7 +152,7 @@ func TestFinishUnknownThenLateTruth(t *testing.T) {
 		if u.State != idem.StateUnknown || u.Fence != 1 || !u.ExpiresAt.IsZero() {
 			t.Fatalf("unknown = %+v, want unknown, same fence, no expiry", u)
 		}
-		if ttl := c.PTTL(ctx, s.keysFor("tenant-a", "k").rec).Val(); ttl != -1 {
+		if ttl := c.PTTL(ctx, s.recKey("tenant-a", "k")).Val(); ttl != -1 {
 			t.Fatalf("unknown record has TTL %v, want none", ttl)
 		}
 		if _, err := s.Finish(ctx, finishP(r, idem.StateUnknown, "", t0)); err != nil {
@@ -264,7 +264,7 @@ func TestResolveAndMark(t *testing.T) {
 		if redrive.State != idem.StateInProgress || redrive.Fence != 3 || redrive.Result != nil || !redrive.CompletedAt.IsZero() || !redrive.ExpiresAt.IsZero() {
 			t.Fatalf("re-drive = %+v", redrive)
 		}
-		if ttl := c.PTTL(ctx, s.keysFor(r.Scope, r.Key).rec).Val(); ttl != -1 {
+		if ttl := c.PTTL(ctx, s.recKey(r.Scope, r.Key)).Val(); ttl != -1 {
 			t.Fatalf("re-driven record has TTL %v, want none", ttl)
 		}
 		if _, err := s.Resolve(ctx, idem.ResolveParams{Scope: r.Scope, Key: r.Key, From: []idem.State{idem.StateInProgress}, Release: true}); err != nil {
@@ -366,7 +366,7 @@ func TestSweepSparesReclaimed(t *testing.T) {
 		if !mustClaim(t, s, claimP("k", "a2", t0.Add(2*time.Hour))).Claimed {
 			t.Fatal("re-claim failed")
 		}
-		n, err := sweepBatch(ctx, c, []string{s.keysFor("tenant-a", "k").rec}, encTime(t0.Add(2*time.Hour)))
+		n, err := sweepBatch(ctx, c, []string{s.recKey("tenant-a", "k")}, encTime(t0.Add(2*time.Hour)))
 		if err != nil || n != 0 {
 			t.Fatalf("sweep of re-claimed = %d, %v; want 0", n, err)
 		}
@@ -412,8 +412,8 @@ func TestTagsNeverCollide(t *testing.T) {
 				t.Fatalf("pair %q collided: %+v", pr, res)
 			}
 			if cc, ok := c.(*redis.ClusterClient); ok {
-				k := s.keysFor(pr[0], pr[1])
-				a, b := cc.ClusterKeySlot(context.Background(), k.rec).Val(), cc.ClusterKeySlot(context.Background(), k.ch).Val()
+				rec := s.recKey(pr[0], pr[1])
+				a, b := cc.ClusterKeySlot(context.Background(), rec).Val(), cc.ClusterKeySlot(context.Background(), chanKey(rec)).Val()
 				if a != b {
 					t.Fatalf("record and channel of %q in slots %d and %d", pr, a, b)
 				}

@@ -4,58 +4,81 @@
 //
 // # Layout
 //
-// One record is one hash at "{prefix}:{<tag>}:rec", where <tag> is the
-// scope and key, percent-escaped so that two pairs never share a tag. Its
-// notification channel is "{prefix}:{<tag>}:ch". The hash tag puts both in
-// one Cluster slot, so every script touches a single slot.
+// One record is one Redis string at "{prefix}:{<tag>}:rec", where <tag> is
+// the scope and key, percent-escaped so that two pairs never share a tag.
+// Its notification channel is "{prefix}:{<tag>}:ch". The hash tag puts both
+// in one Cluster slot, so every command and script touches a single slot.
+//
+// The value is packed, in layout version "I1":
+//
+//	"I1" state fence ":" len ":" attempt
+//	expires ";" completed ";" len ":" result
+//	lease ";" created ";" len ":" mark
+//	len ":" scope len ":" key fingerprint intent
+//
+// state is one byte (p in_progress, s succeeded, f failed, u unknown),
+// times are Unix microseconds in decimal (empty for none), strings but the
+// last are prefixed by their length in bytes, the fingerprint is 32 raw
+// bytes and the intent runs to the end. "fence:len:attempt" is the holder
+// token: it is self-delimiting, so a value whose header starts with the
+// token of (fence, attempt) is held by exactly that attempt, and the write
+// scripts compare it as a prefix instead of decoding the record.
+//
+// The version marker makes a change of layout explicit. Records written by
+// versions before "I1" were hashes: every operation on such a key fails
+// with an error that says so (Redis answers WRONGTYPE), as it does for a
+// string of another layout; nothing reads them as absent or overwrites
+// them. Delete them (or let them expire) before upgrading.
 //
 // # Atomicity
 //
-// Claim is one Lua script (EVALSHA, cached): it writes a new in_progress
-// record only when none exists or the stored one is terminal and expired at
-// the caller's Now; otherwise it returns the existing record and writes
-// nothing. Finish, Release, Heartbeat, Resolve and SetMark are scripts
-// that check the fence and attempt id before writing. Sweep deletes each
-// record in a script that re-checks "terminal and expired" itself.
+// Claim is one plain command on Redis 7.0+: SET key value NX GET writes
+// the new in_progress record only if the key is free, and otherwise
+// answers with the stored value and writes nothing, so
+// claim-or-return-existing is one atomic round trip decided by Redis. A
+// stored record that is terminal and expired at the caller's Now goes to
+// a Lua script that re-checks and takes the key over under fence + 1. On
+// servers without SET NX GET (detected at New: no SPUBLISH, which came in
+// the same release) that script is the whole claim.
 //
-// Scripts run by EVALSHA and cross the wire once per server (go-redis
-// falls back to EVAL only on NOSCRIPT). Each reads every field it needs
-// with one HMGET and returns a record as that positional array (no field
-// names, decoded without a map); Finish builds its reply from that read
-// and the values it wrote, so it costs no second read.
+// Finish, Release, Heartbeat, Resolve and SetMark are scripts that check
+// the holder token (or the fence) before writing. Finish finds the end of
+// the result with three string searches and keeps the rest of the value
+// as one slice, so it costs one GET and one SET on the server; it answers
+// with the new value, so it costs no second read. Sweep deletes each
+// record in a script that re-checks "terminal and expired" itself. Scripts
+// run by EVALSHA and cross the wire once per server (go-redis falls back
+// to EVAL only on NOSCRIPT).
 //
 // # Replays
 //
-// When most recent claims found a live record, Claim first reads the hash
-// with a plain HMGET, no script: a replay then costs one read, like a raw
-// HGETALL. The read decides nothing: an absent or expired record goes to
-// the claim script, which decides atomically. The caller's own in_progress
+// When most recent claims found a live record, Claim first reads the
+// record with a plain GET: a replay then sends no record and costs one
+// read. The read decides nothing: an absent or expired record goes to the
+// claim above, which decides atomically. The caller's own in_progress
 // claim is answered from the read too, except with [Config].Wait set
-// (durability is confirmed on the script's connection). A Cluster client
+// (durability is confirmed on the claim's connection). A Cluster client
 // that may read from replicas (ReadOnly, RouteByLatency, RouteRandomly)
 // never takes this path, since a replica may lag. When most recent claims
-// were first-time, Claim runs the script straight away.
+// were first-time, Claim sends SET NX GET straight away.
 //
 // # Performance
 //
-// Measured on a shared 2-core VM against Redis 7.0 (appendonly no) with
-// `idem bench --concurrency 16,64 --duration 3s --scenarios first,replay`:
-// idem through the engine against raw commands (SET NX + HSET, HGETALL) in
-// the same run, the previous version run just before; load average 3 to 7.
+// A first request is SET NX GET plus the Finish script (about 1 µs and
+// 4 µs of server time on Redis 7.0) against raw SET NX plus a 9-field
+// HSET; a replay is one GET against raw HGETALL. Measured with `idem bench
+// --concurrency 16,64 --duration 2s --scenarios first,replay` on a shared
+// 2-core VM (Redis 7.0, appendonly no, load average 1.5–2), interleaved
+// with the hash layout that came before:
 //
-//	idem/raw            before (c=16 / c=64)   now, two runs (c=16 / c=64)
-//	replay              0.48 / 0.50            0.72–1.00 / 0.71–0.93
-//	first-time          0.41 / 0.45            0.52–0.57 / 0.43–0.51
+//	idem/raw        hash layout (c=16 / c=64)   layout I1 (c=16 / c=64)
+//	first-time      0.51–0.58 / 0.62–0.70       0.69–0.79 / 0.73–0.80
+//	replay          0.73–0.84 / 0.76–0.85       0.84–0.93 / 0.92–0.95
 //
-// A first request is two scripts (claim, finish) against two plain
-// commands. On Redis 7.0 a script call costs several times a plain command
-// on the server (INFO commandstats: 15–30 µs per EVALSHA against 1–9 µs
-// for SET or HSET on this machine), and the client and server share the
-// two cores, so the first-time ratio stays well under 1. Closing that gap
-// needs a claim without a script: a single packed value claimed by SET NX
-// GET (Redis 7.0+), or HSETEX FNX (Redis 8.0+); both change the record
-// layout and are not done here. Replays cost one HMGET plus the engine's
-// own work on the client.
+// The hash layout ran a script for every claim and finish (15–30 µs of
+// server time per EVALSHA). What is left of the first-time gap is the
+// engine's own work on the client, the finish script's Lua overhead and
+// the record encoding, on two cores shared by client and server.
 //
 // # Retention
 //
@@ -95,8 +118,10 @@
 //
 // # Notifications
 //
-// Every write script publishes on the record's channel, with SPUBLISH
-// (sharded pub/sub, Redis 7.0+) or PUBLISH. Subscribe shares one
+// Every write script that ends or removes an attempt (Finish, Release,
+// Resolve) publishes on the record's channel, with SPUBLISH (sharded
+// pub/sub, Redis 7.0+) or PUBLISH. Claims do not: nobody waits for a
+// record to be claimed. Subscribe shares one
 // subscriber connection per Store (per master in a Cluster with sharded
 // pub/sub) and signals waiters every [Config].PollFallback as well, because
 // pub/sub messages are lost while a connection is down or a slot migrates.

@@ -4,35 +4,52 @@ import (
 	"strings"
 )
 
-// keys names the Redis keys of one record. The hash tag {…} holds the
-// escaped scope and key, so the record hash and its notification channel
-// hash to the same Cluster slot.
-type keys struct {
-	rec string // the record hash
-	ch  string // the notification channel
-}
-
-func (s *Store) keysFor(scope, key string) keys {
-	tag := recordTag(scope, key)
-	return keys{
-		rec: s.prefix + ":{" + tag + "}:rec",
-		ch:  s.prefix + ":{" + tag + "}:ch",
-	}
-}
-
-// recordTag encodes (scope, key) as the content of a hash tag. '%', ':',
-// '{', '}' and bytes outside printable ASCII are percent-encoded in each
-// part and the parts are joined by ':', so two different pairs never give
-// the same tag and the tag never contains a brace (which would end it).
-func recordTag(scope, key string) string {
+// recKey names the record's Redis key, "{prefix}:{<tag>}:rec". The hash
+// tag {…} holds the escaped scope and key, so the record and its
+// notification channel (chanKey) hash to the same Cluster slot.
+func (s *Store) recKey(scope, key string) string {
 	var b strings.Builder
-	b.Grow(len(scope) + len(key) + 8)
+	b.Grow(len(s.prefix) + len(scope) + len(key) + 10)
+	b.WriteString(s.prefix)
+	b.WriteString(":{")
 	escapeTagPart(&b, scope)
 	b.WriteByte(':')
 	escapeTagPart(&b, key)
+	b.WriteString("}:rec")
 	return b.String()
 }
 
+// recChanKeys returns recKey and chanKey of a record, built in one
+// allocation.
+func (s *Store) recChanKeys(scope, key string) (rec, ch string) {
+	var b strings.Builder
+	n := len(s.prefix) + len(scope) + len(key) + 4
+	b.Grow(2*n + 16)
+	for i, suffix := range [2]string{"}:rec", "}:ch"} {
+		if i == 1 {
+			n = b.Len()
+		}
+		b.WriteString(s.prefix)
+		b.WriteString(":{")
+		escapeTagPart(&b, scope)
+		b.WriteByte(':')
+		escapeTagPart(&b, key)
+		b.WriteString(suffix)
+	}
+	both := b.String()
+	return both[:n], both[n:]
+}
+
+// chanKey names the notification channel of the record at rec:
+// "{prefix}:{<tag>}:ch".
+func chanKey(rec string) string {
+	return rec[:len(rec)-len("rec")] + "ch"
+}
+
+// escapeTagPart writes one part of a record's hash tag: '%', ':', '{', '}'
+// and bytes outside printable ASCII are percent-encoded, and recKey joins
+// the scope's and key's parts with ':', so two different pairs never give
+// the same tag and the tag never contains a brace (which would end it).
 const hexDigits = "0123456789ABCDEF"
 
 func escapeTagPart(b *strings.Builder, p string) {

@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync"
 
@@ -161,22 +160,26 @@ func (s *Store) scanRecords(ctx context.Context, scope string, fn func([]idem.Re
 }
 
 func readBatch(ctx context.Context, c redis.UniversalClient, batch []string) ([]idem.Record, error) {
-	cmds := make([]*redis.MapStringStringCmd, len(batch))
+	cmds := make([]*redis.StringCmd, len(batch))
 	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, k := range batch {
-			cmds[i] = p.HGetAll(ctx, k)
+			cmds[i] = p.Get(ctx, k)
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
+	if err != nil && err != redis.Nil {
+		return nil, wrongType(err)
 	}
 	recs := make([]idem.Record, 0, len(batch))
 	for _, cmd := range cmds {
-		r, err := decodeMap(cmd.Val())
-		if errors.Is(err, idem.ErrNotFound) {
-			continue // deleted between SCAN and HGETALL
+		v, err := cmd.Result()
+		if err == redis.Nil {
+			continue // deleted between SCAN and GET
 		}
+		if err != nil {
+			return nil, wrongType(err)
+		}
+		r, err := decodeRecord(v)
 		if err != nil {
 			return nil, err
 		}

@@ -12,21 +12,23 @@ import (
 	"github.com/idemkit/idem/internal/claimmix"
 )
 
-// claimPaths pins Claim to one of its two paths: the plain read first, or
-// the script straight away.
+// claimPaths pins Claim to one of its paths: the plain read first, or the
+// claim straight away, by SET NX GET (Redis 7.0+) or by the claim script
+// alone (older servers).
 var claimPaths = []struct {
 	name      string
 	readFirst bool
-}{{"read-first", true}, {"script-first", false}}
+	setNXGet  bool
+}{{"read-first", true, true}, {"claim-first", false, true}, {"script-only", false, false}}
 
 // TestClaimPathsAgree runs the claim outcomes (new, duplicate, own, expired
-// take-over, replay of a finished record) through both paths, and checks
-// that a duplicate writes nothing on either.
+// take-over, replay of a finished record) through every claim path.
 func TestClaimPathsAgree(t *testing.T) {
 	for _, path := range claimPaths {
 		t.Run(path.name, func(t *testing.T) {
 			forBackends(t, func(t *testing.T, c redis.UniversalClient) {
 				s := newStoreOn(t, c, Config{})
+				s.setNXGet = s.setNXGet && path.setNXGet
 				pin := func() { s.mix.Pin(path.readFirst) }
 				ctx := context.Background()
 				pin()
@@ -103,22 +105,5 @@ func TestReadFirstOffForReplicaReads(t *testing.T) {
 	defer c.Close()
 	if !primaryReads(c) {
 		t.Error("plain cluster client: read-first refused")
-	}
-}
-
-// TestDecodeValuesAbsent: a record is absent when its state is missing,
-// whether the reply carries nil (RESP2/HMGET) or false (a script over RESP3).
-func TestDecodeValuesAbsent(t *testing.T) {
-	for _, missing := range []interface{}{nil, false} {
-		vals := make([]interface{}, nFields)
-		for i := range vals {
-			vals[i] = missing
-		}
-		if _, err := decodeValues(vals); err != idem.ErrNotFound {
-			t.Errorf("all %v: %v, want ErrNotFound", missing, err)
-		}
-	}
-	if _, err := decodeValues(make([]interface{}, 3)); err == nil {
-		t.Error("short reply decoded")
 	}
 }

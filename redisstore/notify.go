@@ -24,7 +24,7 @@ func (s *Store) Subscribe(ctx context.Context, scope, key string) (<-chan struct
 	if err := s.check(); err != nil {
 		return nil, nil, err
 	}
-	return s.hub.subscribe(ctx, s.keysFor(scope, key).ch)
+	return s.hub.subscribe(ctx, chanKey(s.recKey(scope, key)))
 }
 
 type hub struct {

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,101 +14,146 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// Claim implements [idem.Store.Claim] with one Lua script: the script reads
-// the record and, only if it is absent or expired, writes the new claim, so
-// claim-or-return-existing is one atomic round trip and a replay writes
-// nothing. With Config.Wait set, a successful claim is confirmed durable
+// Claim implements [idem.Store.Claim]. On Redis 7.0+ it is one plain
+// command, SET key value NX GET: it writes the new in_progress record only
+// if the key is free and otherwise answers with the stored value, writing
+// nothing, so claim-or-return-existing is one atomic round trip without a
+// script. The rare stored value that is terminal and expired at p.Now goes
+// to the claim script, which re-checks and takes the key over under fence
+// + 1. Servers without SET NX GET run the claim script for every claim.
+// With Config.Wait set, a successful claim is confirmed durable
 // (WAIT/WAITAOF on the same connection) before it is returned.
 //
 // When recent claims mostly found a live record, Claim first reads the
-// record with a plain HMGET (no script): a replay then costs what a raw
-// read costs. The read decides nothing; when it finds no live record (or
-// an expired one) the script runs and decides as above.
+// record with a plain GET: a replay then sends no record. The read decides
+// nothing; when it finds no live record (or an expired one) the claim runs
+// and decides as above.
 func (s *Store) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult, error) {
 	if err := s.check(); err != nil {
 		return idem.ClaimResult{}, err
 	}
-	k := s.keysFor(p.Scope, p.Key)
+	rec := s.recKey(p.Scope, p.Key)
 	if s.readFirst && s.mix.ReadFirst() {
-		res, done, err := s.claimRead(ctx, k, p)
+		res, done, err := s.claimRead(ctx, rec, &p)
 		if err != nil || done {
 			return res, err
 		}
 	}
-	args := []interface{}{encTime(p.Now), p.AttemptID, p.Fingerprint.String(), p.Intent,
-		encTime(p.LeaseUntil), p.Scope, p.Key, s.pubCmd}
-	res, err := s.claimRun(ctx, k, args)
+	fence, stored, err := s.claimRun(ctx, rec, &p)
 	if err != nil {
-		return idem.ClaimResult{}, storeErr("claim", err)
+		return idem.ClaimResult{}, storeErr("claim", wrongType(err))
 	}
-	status, _ := res[0].(string)
-	s.mix.Observe(status != "claimed")
-	if status == "claimed" {
-		fence, _ := res[1].(int64)
+	s.mix.Observe(fence == 0)
+	if fence != 0 {
 		return idem.ClaimResult{Claimed: true, Record: idem.Record{
 			Scope: p.Scope, Key: p.Key, Fingerprint: p.Fingerprint, State: idem.StateInProgress,
 			Fence: fence, AttemptID: p.AttemptID, Intent: p.Intent,
 			CreatedAt: utcMicro(p.Now), LeaseUntil: utcMicro(p.LeaseUntil),
 		}}, nil
 	}
-	rec, err := recordFrom("claim", res)
-	if err != nil {
-		return idem.ClaimResult{}, err
-	}
-	return idem.ClaimResult{Record: *rec, Claimed: status == "own"}, nil
+	return idem.ClaimResult{Record: *stored, Claimed: isOwn(stored, &p)}, nil
+}
+
+// isOwn reports whether r is the caller's own earlier claim, whose answer
+// was lost.
+func isOwn(r *idem.Record, p *idem.ClaimParams) bool {
+	return r.State == idem.StateInProgress && r.AttemptID == p.AttemptID
 }
 
 // claimRead is Claim's read-first path. done is true when the read alone
 // answers: a live record held by someone else, or (without Config.Wait,
-// whose confirmation needs the script's connection) the caller's own
-// in_progress claim. Absent and expired records go to the script.
-func (s *Store) claimRead(ctx context.Context, k keys, p idem.ClaimParams) (res idem.ClaimResult, done bool, err error) {
-	vals, err := s.readFields(ctx, k.rec)
-	if err != nil {
-		return res, false, storeErr("claim", err)
-	}
-	rec, err := decodeValues(vals)
+// whose confirmation needs the claim's connection) the caller's own
+// in_progress claim. Absent and expired records go to the claim.
+func (s *Store) claimRead(ctx context.Context, rec string, p *idem.ClaimParams) (res idem.ClaimResult, done bool, err error) {
+	r, err := s.read(ctx, rec)
 	if errors.Is(err, idem.ErrNotFound) {
-		return res, false, nil // the script decides, and records the mix
+		return res, false, nil // the claim decides, and records the mix
 	}
 	if err != nil {
 		return res, false, storeErr("claim", err)
 	}
-	if rec.Expired(p.Now) {
+	if r.Expired(p.Now) {
 		return res, false, nil
 	}
-	own := rec.State == idem.StateInProgress && rec.AttemptID == p.AttemptID
+	own := isOwn(r, p)
 	if own && s.wait != nil {
 		return res, false, nil
 	}
 	s.mix.Observe(true)
-	return idem.ClaimResult{Record: *rec, Claimed: own}, true, nil
+	return idem.ClaimResult{Record: *r, Claimed: own}, true, nil
 }
 
-// claimRun runs the claim script, through a pinned connection followed by
-// WAIT/WAITAOF when Config.Wait is set: WAIT counts the writes of the
+// claimRun claims rec. It returns the fence written, or 0 and the stored
+// record it found live. With Config.Wait set it runs on a pinned
+// connection followed by WAIT/WAITAOF: WAIT counts the writes of the
 // connection it runs on, so it must share the claim's connection.
-func (s *Store) claimRun(ctx context.Context, k keys, args []interface{}) ([]interface{}, error) {
-	keys := []string{k.rec, k.ch}
+func (s *Store) claimRun(ctx context.Context, rec string, p *idem.ClaimParams) (int64, *idem.Record, error) {
 	if s.wait == nil {
-		return claimScript.Run(ctx, s.client, keys, args...).Slice()
+		return s.claimOn(ctx, s.client, rec, p)
 	}
-	conn, err := s.pinnedConn(ctx, k.rec)
+	conn, err := s.pinnedConn(ctx, rec)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	defer conn.Close()
-	res, err := claimScript.Run(ctx, conn, keys, args...).Slice()
+	fence, stored, err := s.claimOn(ctx, conn, rec, p)
 	if err != nil {
 		s.onRedirect(ctx, err)
-		return nil, err
+		return 0, nil, err
 	}
-	if st, _ := res[0].(string); st == "claimed" || st == "own" {
+	if fence != 0 || isOwn(stored, p) {
 		if err := s.awaitDurable(ctx, conn); err != nil {
-			return nil, err
+			return 0, nil, err
 		}
 	}
-	return res, nil
+	return fence, stored, nil
+}
+
+// claimConn is what a claim runs on: the client, or a pinned connection.
+type claimConn interface {
+	redis.Scripter
+	Do(ctx context.Context, args ...interface{}) *redis.Cmd
+}
+
+// rawDoer is implemented by go-redis's clients and connections (not by
+// the UniversalClient interface).
+type rawDoer interface {
+	DoRaw(ctx context.Context, args ...interface{}) *redis.RawCmd
+}
+
+// claimOn runs the claim on c: SET NX GET, then the claim script only for
+// an expired record; or the claim script alone on servers without SET NX
+// GET.
+func (s *Store) claimOn(ctx context.Context, c claimConn, rec string, p *idem.ClaimParams) (int64, *idem.Record, error) {
+	if s.setNXGet {
+		v, found, err := setNXGet(ctx, c, rec, newClaimValue(p))
+		if err != nil {
+			return 0, nil, err
+		}
+		if !found {
+			return 1, nil, nil
+		}
+		r, err := decodeRecord(v)
+		if err != nil {
+			return 0, nil, err
+		}
+		if !r.Expired(p.Now) {
+			return 0, r, nil
+		}
+	}
+	pre, post := claimValue(p)
+	res, err := claimScript.Run(ctx, c, []string{rec}, encTime(p.Now), pre, post).Result()
+	if err != nil {
+		return 0, nil, err
+	}
+	switch v := res.(type) {
+	case int64:
+		return v, nil, nil
+	case string:
+		r, err := decodeRecord(v)
+		return 0, r, err
+	}
+	return 0, nil, fmt.Errorf("unexpected claim script reply %T", res)
 }
 
 func (s *Store) pinnedConn(ctx context.Context, rec string) (*redis.Conn, error) {
@@ -156,8 +202,10 @@ func (s *Store) awaitDurable(ctx context.Context, conn *redis.Conn) error {
 	return nil
 }
 
-// Finish implements [idem.Store.Finish]. A terminal outcome also sets the
-// key's TTL to ExpiresAt plus Config.ExpiryGrace.
+// Finish implements [idem.Store.Finish]: one script that compares the
+// stored holder token (fence and attempt) as a prefix and rewrites the
+// value. A terminal outcome also sets the key's TTL to ExpiresAt plus
+// Config.ExpiryGrace.
 func (s *Store) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -165,17 +213,45 @@ func (s *Store) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, 
 	if p.State != idem.StateSucceeded && p.State != idem.StateFailed && p.State != idem.StateUnknown {
 		return nil, fmt.Errorf("redisstore: finish: state %q is not succeeded, failed or unknown", p.State)
 	}
-	expires := p.ExpiresAt
-	if p.State == idem.StateUnknown {
-		expires = time.Time{}
-	}
-	res, err := s.run(ctx, "finish", finishScript, p.Scope, p.Key,
-		strconv.FormatInt(p.Fence, 10), p.AttemptID, string(p.State), p.Result,
-		encTime(p.CompletedAt), encTime(expires), s.pexpireAt(expires), s.pubCmd)
+	tok, meta := s.finishArgs(&p)
+	res, err := s.run(ctx, "finish", finishScript, p.Scope, p.Key, tok, meta, p.Result, s.pubArg)
 	if err != nil {
 		return nil, err
 	}
 	return recordFrom("finish", res)
+}
+
+// finishArgs builds finishScript's token and meta arguments in one buffer.
+func (s *Store) finishArgs(p *idem.FinishParams) (tok, meta []byte) {
+	b := make([]byte, 0, 96+len(p.AttemptID))
+	b = strconv.AppendInt(b, p.Fence, 10)
+	b = append(b, ':')
+	b = appendLen(b, p.AttemptID)
+	n := len(b)
+	b = append(b, stateCode(p.State))
+	if p.State == idem.StateUnknown {
+		b = append(b, "|;"...)
+		b = appendTime(b, p.CompletedAt)
+		b = append(b, ';')
+		return b[:n:n], b[n:]
+	}
+	if !p.ExpiresAt.IsZero() {
+		b = strconv.AppendInt(b, p.ExpiresAt.Add(s.grace).UnixMilli(), 10)
+	}
+	b = append(b, '|')
+	b = appendTime(b, p.ExpiresAt)
+	b = append(b, ';')
+	b = appendTime(b, p.CompletedAt)
+	b = append(b, ';')
+	b = strconv.AppendInt(b, int64(len(p.Result)), 10)
+	b = append(b, ':')
+	return b[:n:n], b[n:]
+}
+
+// stateCodes are the state codes as script arguments.
+var stateCodes = map[idem.State]string{
+	idem.StateInProgress: string(rune(codeInProgress)), idem.StateSucceeded: string(rune(codeSucceeded)),
+	idem.StateFailed: string(rune(codeFailed)), idem.StateUnknown: string(rune(codeUnknown)),
 }
 
 // Release implements [idem.Store.Release].
@@ -184,7 +260,7 @@ func (s *Store) Release(ctx context.Context, p idem.ReleaseParams) error {
 		return err
 	}
 	res, err := s.run(ctx, "release", releaseScript, p.Scope, p.Key,
-		strconv.FormatInt(p.Fence, 10), p.AttemptID, s.pubCmd)
+		holderToken(p.Fence, p.AttemptID), s.pubArg)
 	if err != nil {
 		return err
 	}
@@ -197,7 +273,7 @@ func (s *Store) Heartbeat(ctx context.Context, p idem.HeartbeatParams) error {
 		return err
 	}
 	res, err := s.run(ctx, "heartbeat", heartbeatScript, p.Scope, p.Key,
-		strconv.FormatInt(p.Fence, 10), p.AttemptID, encTime(p.LeaseUntil))
+		holderToken(p.Fence, p.AttemptID), encTime(p.LeaseUntil))
 	if err != nil {
 		return err
 	}
@@ -212,32 +288,32 @@ func (s *Store) Resolve(ctx context.Context, p idem.ResolveParams) (*idem.Record
 	if !p.Release && p.To != idem.StateSucceeded && p.To != idem.StateFailed && p.To != idem.StateInProgress {
 		return nil, fmt.Errorf("redisstore: resolve: To %q is not succeeded, failed or in_progress", p.To)
 	}
-	from := []string{string(idem.StateUnknown)}
+	from := stateCodes[idem.StateUnknown]
 	if len(p.From) > 0 {
-		from = from[:0]
+		from = ""
 		for _, st := range p.From {
 			if !st.Valid() {
 				return nil, fmt.Errorf("redisstore: resolve: From holds invalid state %q", st)
 			}
-			from = append(from, string(st))
+			from += stateCodes[st]
 		}
 	}
-	release := "0"
+	release, to := "0", stateCodes[p.To]
 	if p.Release {
-		release = "1"
+		release, to = "1", ""
 	}
 	expires := p.ExpiresAt
 	if p.To == idem.StateInProgress {
 		expires = time.Time{}
 	}
 	res, err := s.run(ctx, "resolve", resolveScript, p.Scope, p.Key,
-		strconv.FormatInt(p.Fence, 10), strings.Join(from, " "), string(p.To), release,
+		strconv.FormatInt(p.Fence, 10), from, to, release,
 		p.AttemptID, p.Result, encTime(p.Now), encTime(p.LeaseUntil), encTime(expires),
-		s.pexpireAt(expires), s.pubCmd)
+		s.pexpireAt(expires), s.pubArg)
 	if err != nil {
 		return nil, err
 	}
-	if st, _ := res[0].(string); st == "released" {
+	if res == "released" {
 		return nil, nil
 	}
 	return recordFrom("resolve", res)
@@ -255,46 +331,37 @@ func (s *Store) SetMark(ctx context.Context, scope, key string, fence int64, mar
 	return statusErr("set mark", res)
 }
 
-// Get implements [idem.Store.Get] with one HMGET of every field.
+// Get implements [idem.Store.Get] with one GET.
 func (s *Store) Get(ctx context.Context, scope, key string) (*idem.Record, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	vals, err := s.readFields(ctx, s.keysFor(scope, key).rec)
-	if err != nil {
+	r, err := s.read(ctx, s.recKey(scope, key))
+	if err != nil && !errors.Is(err, idem.ErrNotFound) {
 		return nil, storeErr("get", err)
 	}
-	return decodeValues(vals)
+	return r, err
 }
 
-// hmgetArgs is HMGET's argument list with a hole for the key: the field
-// names are boxed once here instead of on every read.
-var hmgetArgs = func() []interface{} {
-	a := []interface{}{"hmget", nil}
-	for _, f := range recordStrings {
-		a = append(a, f)
+// read GETs and decodes the record at rec; ErrNotFound when absent.
+func (s *Store) read(ctx context.Context, rec string) (*idem.Record, error) {
+	v, err := s.client.Get(ctx, rec).Result()
+	if err == redis.Nil {
+		return nil, idem.ErrNotFound
 	}
-	return a
-}()
-
-// readFields reads every field of the record hash rec, in recordStrings
-// order, with one HMGET.
-func (s *Store) readFields(ctx context.Context, rec string) ([]interface{}, error) {
-	args := make([]interface{}, len(hmgetArgs))
-	copy(args, hmgetArgs)
-	args[1] = rec
-	return s.client.Do(ctx, args...).Slice()
-}
-
-// run runs a write script on the record's keys and checks its reply shape.
-func (s *Store) run(ctx context.Context, op string, sc *redis.Script, scope, key string, args ...interface{}) ([]interface{}, error) {
-	k := s.keysFor(scope, key)
-	res, err := sc.Run(ctx, s.client, []string{k.rec, k.ch}, args...).Slice()
 	if err != nil {
-		return nil, storeErr(op, err)
+		return nil, wrongType(err)
 	}
-	if len(res) == 0 {
-		return nil, storeErr(op, fmt.Errorf("empty script reply"))
+	return decodeRecord(v)
+}
+
+// run runs a write script on the record's keys; its answer is a status
+// word or a stored value.
+func (s *Store) run(ctx context.Context, op string, sc *redis.Script, scope, key string, args ...interface{}) (string, error) {
+	rec, ch := s.recChanKeys(scope, key)
+	res, err := sc.Run(ctx, s.client, []string{rec, ch}, args...).Text()
+	if err != nil {
+		return "", storeErr(op, wrongType(err))
 	}
 	return res, nil
 }
@@ -307,9 +374,65 @@ func (s *Store) pexpireAt(t time.Time) string {
 	return strconv.FormatInt(t.Add(s.grace).UnixMilli(), 10)
 }
 
+// setNXGet sends SET rec val NX GET and returns the value stored before,
+// found false when there was none (the SET wrote val).
+//
+// A successful claim answers nil, which go-redis's Cmd treats as an error
+// (redis.Nil) and runs through its retry and bad-connection checks, about
+// 20 allocations per claim. So the command goes as DoRaw, whose reply
+// this reads itself. Any error reply (MOVED, ASK, READONLY, WRONGTYPE, …)
+// means the SET did not run; it is then sent again through Do, whose
+// handling follows redirects, retires bad connections and returns the
+// error. A transport error is returned as it is (go-redis already retried).
+func setNXGet(ctx context.Context, c claimConn, rec string, val []byte) (string, bool, error) {
+	if rd, ok := c.(rawDoer); ok {
+		raw, err := rd.DoRaw(ctx, "set", rec, val, "nx", "get").Bytes()
+		if err != nil {
+			return "", false, err
+		}
+		if v, found, ok := parseBulk(raw); ok {
+			return v, found, nil
+		}
+	}
+	v, err := c.Do(ctx, "set", rec, val, "nx", "get").Text()
+	if err == redis.Nil {
+		return "", false, nil
+	}
+	return v, err == nil, err
+}
+
+// parseBulk reads a RESP bulk-string or null reply (RESP2 or RESP3).
+// ok is false for anything else, such as an error reply.
+func parseBulk(raw []byte) (v string, found, ok bool) {
+	if len(raw) < 3 {
+		return "", false, false
+	}
+	switch raw[0] {
+	case '_': // RESP3 null
+		return "", false, true
+	case '$':
+		i := bytes.IndexByte(raw, '\n')
+		if i < 2 || raw[i-1] != '\r' {
+			return "", false, false
+		}
+		n, err := strconv.Atoi(string(raw[1 : i-1]))
+		if err != nil {
+			return "", false, false
+		}
+		if n < 0 { // RESP2 null
+			return "", false, true
+		}
+		if len(raw) != i+1+n+2 {
+			return "", false, false
+		}
+		return string(raw[i+1 : i+1+n]), true, true
+	}
+	return "", false, false
+}
+
 // statusErr maps a script's status word to the contract's errors.
-func statusErr(op string, res []interface{}) error {
-	switch st, _ := res[0].(string); st {
+func statusErr(op string, res string) error {
+	switch res {
 	case "ok", "released":
 		return nil
 	case "fenced":
@@ -317,22 +440,19 @@ func statusErr(op string, res []interface{}) error {
 	case "notfound":
 		return fmt.Errorf("redisstore: %s: %w", op, idem.ErrNotFound)
 	default:
-		return storeErr(op, fmt.Errorf("unexpected script status %v", res[0]))
+		return storeErr(op, fmt.Errorf("unexpected script status %.20q", res))
 	}
 }
 
-// recordFrom decodes {status, HMGET of every field} replies.
-func recordFrom(op string, res []interface{}) (*idem.Record, error) {
-	if err := statusErr(op, res); err != nil {
-		if st, _ := res[0].(string); st != "own" && st != "exists" {
+// recordFrom decodes a script's answer: a stored value, or a status word.
+func recordFrom(op string, res string) (*idem.Record, error) {
+	if !strings.HasPrefix(res, layoutVersion) {
+		if err := statusErr(op, res); err != nil {
 			return nil, err
 		}
+		return nil, storeErr(op, fmt.Errorf("script answered %q without a record", res))
 	}
-	if len(res) < 2 {
-		return nil, storeErr(op, fmt.Errorf("script reply without record"))
-	}
-	vals, _ := res[1].([]interface{})
-	rec, err := decodeValues(vals)
+	rec, err := decodeRecord(res)
 	if err != nil {
 		return nil, storeErr(op, err)
 	}

@@ -2,154 +2,204 @@ package redisstore
 
 import "github.com/redis/go-redis/v9"
 
-// Every script takes KEYS[1] = the record hash and, when it notifies,
+// Every script takes KEYS[1] = the record key and, when it notifies,
 // KEYS[2] = the record's channel; both carry the same hash tag, so a script
 // touches one Cluster slot. The publish command ("spublish", "publish" or
-// "" for none) is the last argument. Replies are tables whose first element
-// is a status word. Scripts run by EVALSHA: go-redis's Script.Run sends
+// "" for none) is the last argument. A script answers with a status word
+// ("ok", "fenced", "notfound", "released") or with a stored value, which
+// always starts with the layout version "I1" and so is never mistaken for
+// a status word. Scripts run by EVALSHA: go-redis's Script.Run sends
 // EVALSHA and falls back to EVAL (which caches the script) only on
 // NOSCRIPT, so each script body crosses the wire once per server.
-
-// luaFields is recordFields as Lua arguments; scripts that return a
-// record return HMGET(rec, luaFields), positional, which decodeValues
-// reads. Lua indexes: s=1 k=2 fp=3 st=4 f=5 a=6 in=7 r=8 m=9 c=10 l=11
-// d=12 x=13.
-const luaFields = "'s', 'k', 'fp', 'st', 'f', 'a', 'in', 'r', 'm', 'c', 'l', 'd', 'x'"
-
-// claimScript: absent, or terminal and expired at ARGV[1] → write a new
-// in_progress record (fence 1, or old fence + 1); in_progress held by the
-// same attempt → "own" (the caller's earlier claim whose answer was lost);
-// anything else → "exists", without writing. One HMGET reads everything
-// the decision and the reply need. A new key gets only the fields it has
-// (absent fields read as empty); a taken-over key has the old outcome's
-// fields blanked.
 //
-// ARGV: now, attempt, fingerprint, intent, lease_until, scope, key, pub.
-var claimScript = redis.NewScript(`
-local rec = KEYS[1]
-local h = redis.call('HMGET', rec, ` + luaFields + `)
-local st = h[4]
+// State codes and the layout are in codec.go.
+
+// luaParse decodes a value into its fields (st, f, a, tok, x, d, r, l, c,
+// m) and the unchanged tail (scope, key, fingerprint, intent); luaPack
+// encodes them back. A value of another layout raises an error. Only the
+// scripts off the first-request path use them; Finish reads just what it
+// needs.
+const luaParse = `
+local function parse(v)
+  if string.sub(v, 1, 2) ~= 'I1' then error('redisstore: record is not in layout I1') end
+  local r = {st = string.sub(v, 3, 3)}
+  local i = string.find(v, ':', 4, true)
+  local j = string.find(v, ':', i + 1, true)
+  local aend = j + tonumber(string.sub(v, i + 1, j - 1))
+  r.f = string.sub(v, 4, i - 1)
+  r.a = string.sub(v, j + 1, aend)
+  r.tok = string.sub(v, 4, aend)
+  local e = string.find(v, ';', aend + 1, true)
+  r.x = string.sub(v, aend + 1, e - 1)
+  local d = string.find(v, ';', e + 1, true)
+  r.d = string.sub(v, e + 1, d - 1)
+  local c = string.find(v, ':', d + 1, true)
+  local rend = c + tonumber(string.sub(v, d + 1, c - 1))
+  r.r = string.sub(v, c + 1, rend)
+  local l = string.find(v, ';', rend + 1, true)
+  r.l = string.sub(v, rend + 1, l - 1)
+  local cr = string.find(v, ';', l + 1, true)
+  r.c = string.sub(v, l + 1, cr - 1)
+  local m = string.find(v, ':', cr + 1, true)
+  local mend = m + tonumber(string.sub(v, cr + 1, m - 1))
+  r.m = string.sub(v, m + 1, mend)
+  r.tail = string.sub(v, mend + 1)
+  return r
+end
+local function pack(r)
+  return 'I1' .. r.st .. r.f .. ':' .. #r.a .. ':' .. r.a .. r.x .. ';' .. r.d .. ';' ..
+    #r.r .. ':' .. r.r .. r.l .. ';' .. r.c .. ';' .. #r.m .. ':' .. r.m .. r.tail
+end
+local function expired(r, now)
+  return (r.st == 's' or r.st == 'f') and r.x ~= '' and tonumber(r.x) <= tonumber(now)
+end
+`
+
+// claimScript writes a new in_progress record when none exists or the
+// stored one is terminal and expired at ARGV[1] (fence 1, or old fence +
+// 1), and answers with the fence it wrote. Otherwise it answers with the
+// stored value and writes nothing; the caller tells its own claim from
+// another's. It is the claim for servers without SET NX GET (before Redis
+// 7.0) and, on others, the take-over of an expired record that SET NX GET
+// returned. The SET drops any TTL the expired record had.
+//
+// ARGV: now, value before the fence, value after the fence.
+var claimScript = redis.NewScript(luaParse + `
+local v = redis.call('GET', KEYS[1])
 local fence = 1
-if st then
-  local x = h[13]
-  local expired = (st == 'succeeded' or st == 'failed') and x and x ~= '' and tonumber(x) <= tonumber(ARGV[1])
-  if not expired then
-    if st == 'in_progress' and h[6] == ARGV[2] then return {'own', h} end
-    return {'exists', h}
-  end
-  fence = tonumber(h[5]) + 1
-  redis.call('HSET', rec, 's', ARGV[6], 'k', ARGV[7], 'fp', ARGV[3], 'st', 'in_progress', 'f', fence,
-    'a', ARGV[2], 'in', ARGV[4], 'r', '', 'm', '', 'c', ARGV[1], 'l', ARGV[5], 'd', '', 'x', '')
-  redis.call('PERSIST', rec)
-else
-  redis.call('HSET', rec, 's', ARGV[6], 'k', ARGV[7], 'fp', ARGV[3], 'st', 'in_progress', 'f', 1,
-    'a', ARGV[2], 'in', ARGV[4], 'c', ARGV[1], 'l', ARGV[5])
+if v then
+  local r = parse(v)
+  if not expired(r, ARGV[1]) then return v end
+  fence = tonumber(r.f) + 1
 end
-if ARGV[8] ~= '' then redis.call(ARGV[8], KEYS[2], 'c') end
-return {'claimed', fence}
+redis.call('SET', KEYS[1], ARGV[2] .. string.format('%d', fence) .. ARGV[3])
+return fence
 `)
 
-// finishScript records an outcome for (fence, attempt). Terminal outcomes
-// are accepted from in_progress or unknown and get a key TTL at
-// ARGV[7] (ExpiresAt plus the grace, in Unix ms); unknown only from
-// in_progress. The same outcome already recorded → "ok" without writing.
-// The reply is the record after the call, built from the one HMGET and
-// the values written, so Finish costs no second read.
+// finishScript records an outcome for the holder token ARGV[1] (fence and
+// attempt, compared as a prefix of the value: no decoding). Terminal
+// outcomes are accepted from in_progress or unknown and set the key's TTL
+// (ExpiresAt plus the grace, Unix ms); unknown only from in_progress. The
+// same outcome already recorded → the stored value, without writing. The
+// answer is the value after the call, so Finish costs no second read.
 //
-// ARGV: fence, attempt, state, result, completed_at, expires_at, pexpireat, pub.
+// ARGV[2] is built by Finish: the state code, the TTL (or nothing), "|",
+// then the bytes that follow the token in the new value up to the result:
+// for a terminal outcome expires ";" completed ";" len ":", for unknown
+// ";" completed ";" (the in_progress record's empty result stays). The
+// script appends the result and the unchanged rest of the old value, found
+// with three searches.
+//
+// ARGV: token, meta (above), result, pub.
 var finishScript = redis.NewScript(`
-local rec = KEYS[1]
-local h = redis.call('HMGET', rec, ` + luaFields + `)
-local st = h[4]
-if not st or h[5] ~= ARGV[1] or h[6] ~= ARGV[2] then return {'fenced'} end
-local want = ARGV[3]
-if st == want and (want == 'unknown' or h[8] == ARGV[4]) then
-  return {'ok', h}
-end
-if want == 'unknown' then
-  if st ~= 'in_progress' then return {'fenced'} end
-  redis.call('HSET', rec, 'st', 'unknown', 'd', ARGV[5])
-  h[12] = ARGV[5]
+local v = redis.call('GET', KEYS[1])
+if not v then return 'fenced' end
+if string.sub(v, 1, 2) ~= 'I1' then error('redisstore: record is not in layout I1') end
+local tok, meta = ARGV[1], ARGV[2]
+local p = 4 + #tok
+if string.sub(v, 4, p - 1) ~= tok then return 'fenced' end
+local st, want = string.sub(v, 3, 3), string.sub(meta, 1, 1)
+local e = string.find(v, ';', p, true)
+local d = string.find(v, ';', e + 1, true)
+local c = string.find(v, ':', d + 1, true)
+local rend = c + tonumber(string.sub(v, d + 1, c - 1))
+if st == want and (want == 'u' or string.sub(v, c + 1, rend) == ARGV[3]) then return v end
+local bar = string.find(meta, '|', 2, true)
+local new
+if want == 'u' then
+  if st ~= 'p' then return 'fenced' end
+  new = 'I1u' .. tok .. string.sub(meta, bar + 1) .. string.sub(v, d + 1)
+  redis.call('SET', KEYS[1], new)
 else
-  if st ~= 'in_progress' and st ~= 'unknown' then return {'fenced'} end
-  redis.call('HSET', rec, 'st', want, 'r', ARGV[4], 'd', ARGV[5], 'x', ARGV[6])
-  if ARGV[7] ~= '' then redis.call('PEXPIREAT', rec, ARGV[7]) end
-  h[8], h[12], h[13] = ARGV[4], ARGV[5], ARGV[6]
+  if st ~= 'p' and st ~= 'u' then return 'fenced' end
+  new = 'I1' .. want .. tok .. string.sub(meta, bar + 1) .. ARGV[3] .. string.sub(v, rend + 1)
+  if bar > 2 then
+    redis.call('SET', KEYS[1], new, 'PXAT', string.sub(meta, 2, bar - 1))
+  else
+    redis.call('SET', KEYS[1], new)
+  end
 end
-h[4] = want
-if ARGV[8] ~= '' then redis.call(ARGV[8], KEYS[2], 'f') end
-return {'ok', h}
+if ARGV[4] ~= '' then redis.call(ARGV[4], KEYS[2], 'f') end
+return new
 `)
 
-// releaseScript deletes the record held by (fence, attempt) while it is
+// releaseScript deletes the record held by token ARGV[1] while it is
 // in_progress or unknown. Absent → "ok" (a retried release).
 //
-// ARGV: fence, attempt, pub.
-var releaseScript = redis.NewScript(`
-local rec = KEYS[1]
-local h = redis.call('HMGET', rec, 'st', 'f', 'a')
-if not h[1] then return {'ok'} end
-if h[2] ~= ARGV[1] or h[3] ~= ARGV[2] then return {'fenced'} end
-if h[1] ~= 'in_progress' and h[1] ~= 'unknown' then return {'fenced'} end
-redis.call('DEL', rec)
-if ARGV[3] ~= '' then redis.call(ARGV[3], KEYS[2], 'r') end
-return {'ok'}
+// ARGV: token, pub.
+var releaseScript = redis.NewScript(luaParse + `
+local v = redis.call('GET', KEYS[1])
+if not v then return 'ok' end
+local r = parse(v)
+if r.tok ~= ARGV[1] or (r.st ~= 'p' and r.st ~= 'u') then return 'fenced' end
+redis.call('DEL', KEYS[1])
+if ARGV[2] ~= '' then redis.call(ARGV[2], KEYS[2], 'r') end
+return 'ok'
 `)
 
-// heartbeatScript extends the lease of an in_progress record held by
-// (fence, attempt). It does not notify: nothing a waiter cares about changed.
+// heartbeatScript extends the lease of an in_progress record held by token
+// ARGV[1]. It does not notify: nothing a waiter cares about changed.
 //
-// ARGV: fence, attempt, lease_until.
-var heartbeatScript = redis.NewScript(`
-local rec = KEYS[1]
-local h = redis.call('HMGET', rec, 'st', 'f', 'a')
-if h[1] ~= 'in_progress' or h[2] ~= ARGV[1] or h[3] ~= ARGV[2] then return {'fenced'} end
-redis.call('HSET', rec, 'l', ARGV[3])
-return {'ok'}
+// ARGV: token, lease_until.
+var heartbeatScript = redis.NewScript(luaParse + `
+local v = redis.call('GET', KEYS[1])
+if not v then return 'fenced' end
+local r = parse(v)
+if r.st ~= 'p' or r.tok ~= ARGV[1] then return 'fenced' end
+r.l = ARGV[2]
+redis.call('SET', KEYS[1], pack(r), 'KEEPTTL')
+return 'ok'
 `)
 
-// resolveScript moves a record in one of the From states (and with the
-// given fence, unless it is "0") to To under fence + 1, or deletes it.
+// resolveScript moves a record whose state code is in ARGV[2] (and with
+// fence ARGV[1], unless it is "0") to state ARGV[3] under fence + 1, or
+// deletes it; the answer is the new value, or "released".
 //
-// ARGV: fence, from (space-separated), to, release ("1"/"0"), attempt,
-// result, now, lease_until, expires_at, pexpireat, pub.
-var resolveScript = redis.NewScript(`
-local rec = KEYS[1]
-local h = redis.call('HMGET', rec, 'st', 'f')
-if not h[1] then return {'notfound'} end
-if ARGV[1] ~= '0' and h[2] ~= ARGV[1] then return {'fenced'} end
-local from = false
-for s in string.gmatch(ARGV[2], '%S+') do
-  if s == h[1] then from = true end
-end
-if not from then return {'fenced'} end
+// ARGV: fence, from (state codes), to (state code), release ("1"/"0"),
+// attempt, result, now, lease_until, expires_at, pexpireat, pub.
+var resolveScript = redis.NewScript(luaParse + `
+local v = redis.call('GET', KEYS[1])
+if not v then return 'notfound' end
+local r = parse(v)
+if ARGV[1] ~= '0' and r.f ~= ARGV[1] then return 'fenced' end
+if not string.find(ARGV[2], r.st, 1, true) then return 'fenced' end
 if ARGV[4] == '1' then
-  redis.call('DEL', rec)
+  redis.call('DEL', KEYS[1])
   if ARGV[11] ~= '' then redis.call(ARGV[11], KEYS[2], 'v') end
-  return {'released'}
+  return 'released'
 end
-redis.call('HINCRBY', rec, 'f', 1)
-if ARGV[3] == 'in_progress' then
-  redis.call('HSET', rec, 'st', 'in_progress', 'a', ARGV[5], 'l', ARGV[8], 'd', '', 'r', '', 'x', '')
-  redis.call('PERSIST', rec)
+r.f = string.format('%d', tonumber(r.f) + 1)
+r.st, r.a = ARGV[3], ARGV[5]
+local new
+if ARGV[3] == 'p' then
+  r.l, r.d, r.r, r.x = ARGV[8], '', '', ''
+  new = pack(r)
+  redis.call('SET', KEYS[1], new)
 else
-  redis.call('HSET', rec, 'st', ARGV[3], 'a', ARGV[5], 'r', ARGV[6], 'd', ARGV[7], 'x', ARGV[9])
-  if ARGV[10] ~= '' then redis.call('PEXPIREAT', rec, ARGV[10]) else redis.call('PERSIST', rec) end
+  r.r, r.d, r.x = ARGV[6], ARGV[7], ARGV[9]
+  new = pack(r)
+  if ARGV[10] ~= '' then
+    redis.call('SET', KEYS[1], new, 'PXAT', ARGV[10])
+  else
+    redis.call('SET', KEYS[1], new)
+  end
 end
 if ARGV[11] ~= '' then redis.call(ARGV[11], KEYS[2], 'v') end
-return {'ok', redis.call('HMGET', rec, ` + luaFields + `)}
+return new
 `)
 
-// setMarkScript stores a reconciliation mark while the fence matches.
+// setMarkScript stores a reconciliation mark while the fence matches,
+// keeping the key's TTL.
 //
 // ARGV: fence, mark.
-var setMarkScript = redis.NewScript(`
-local rec = KEYS[1]
-local f = redis.call('HGET', rec, 'f')
-if not f then return {'notfound'} end
-if f ~= ARGV[1] then return {'fenced'} end
-redis.call('HSET', rec, 'm', ARGV[2])
-return {'ok'}
+var setMarkScript = redis.NewScript(luaParse + `
+local v = redis.call('GET', KEYS[1])
+if not v then return 'notfound' end
+local r = parse(v)
+if r.f ~= ARGV[1] then return 'fenced' end
+r.m = ARGV[2]
+redis.call('SET', KEYS[1], pack(r), 'KEEPTTL')
+return 'ok'
 `)
 
 // sweepScript deletes the record only if it is succeeded or failed and its
@@ -157,11 +207,10 @@ return {'ok'}
 // the delete, so a record re-claimed a moment earlier survives.
 //
 // ARGV: now.
-var sweepScript = redis.NewScript(`
-local rec = KEYS[1]
-local h = redis.call('HMGET', rec, 'st', 'x')
-if (h[1] == 'succeeded' or h[1] == 'failed') and h[2] and h[2] ~= '' and tonumber(h[2]) <= tonumber(ARGV[1]) then
-  redis.call('DEL', rec)
+var sweepScript = redis.NewScript(luaParse + `
+local v = redis.call('GET', KEYS[1])
+if v and expired(parse(v), ARGV[1]) then
+  redis.call('DEL', KEYS[1])
   return 1
 end
 return 0

@@ -93,7 +93,8 @@ type Store struct {
 	prefix  string
 	wait    *WaitConfig
 	grace   time.Duration
-	pubCmd  string // "spublish", "publish" or ""
+	pubCmd  string      // "spublish", "publish" or ""
+	pubArg  interface{} // pubCmd, boxed once for script arguments
 	cluster *redis.ClusterClient
 	hub     *hub
 	closed  atomic.Bool
@@ -102,6 +103,10 @@ type Store struct {
 	// served by replicas, whose copy may lag the primary's.
 	readFirst bool
 	mix       claimmix.Mix
+
+	// setNXGet is true when the server takes SET with both NX and GET
+	// (Redis 7.0+): Claim is then one plain command.
+	setNXGet bool
 }
 
 var (
@@ -114,8 +119,9 @@ const probeTimeout = 5 * time.Second
 
 // New returns a store that uses client. The store does not own the client:
 // Close stops the store's subscriber but leaves the client open. New
-// validates cfg and, when cfg asks for PubSubAuto or WAITAOF, asks the
-// server (COMMAND INFO, bounded by 5s) which commands it has.
+// validates cfg and asks the server (COMMAND INFO, bounded by 5s) which
+// commands it has: SPUBLISH (Redis 7.0+, which also takes SET NX GET) and,
+// when cfg asks for it, WAITAOF.
 func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
@@ -131,6 +137,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if err := s.probe(ctx, cfg); err != nil {
 		return nil, err
 	}
+	s.pubArg = s.pubCmd
 	s.hub = newHub(s, cfg.PollFallback)
 	return s, nil
 }
@@ -199,18 +206,21 @@ func (s *Store) probe(ctx context.Context, cfg Config) error {
 			}
 		}
 	}
+	// SPUBLISH and SET with both NX and GET came with Redis 7.0: the one
+	// tells of the other.
+	has7, err := s.hasCommand(ctx, "spublish")
+	if err != nil {
+		return err
+	}
+	s.setNXGet = has7
 	switch cfg.PubSub {
 	case PubSubSharded:
 		s.pubCmd = "spublish"
 	case PubSubClassic:
 		s.pubCmd = "publish"
 	case PubSubAuto:
-		ok, err := s.hasCommand(ctx, "spublish")
-		if err != nil {
-			return err
-		}
 		s.pubCmd = "publish"
-		if ok {
+		if has7 {
 			s.pubCmd = "spublish"
 		}
 	}

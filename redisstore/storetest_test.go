@@ -22,6 +22,24 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// TestConformanceScriptClaim runs the suite with the claim script alone,
+// as on a server without SET NX GET (before Redis 7.0).
+func TestConformanceScriptClaim(t *testing.T) {
+	c := standaloneClient(t)
+	storetest.Run(t, storetest.Harness{
+		NewStore: func(t *testing.T) idem.Store {
+			s := newStoreOn(t, c, Config{})
+			s.setNXGet = false
+			return s
+		},
+		NewPeer: func(t *testing.T, st idem.Store) idem.Store {
+			s := newStoreOn(t, standaloneClient(t), Config{Prefix: st.(*Store).prefix})
+			s.setNXGet = false
+			return s
+		},
+	})
+}
+
 func TestRaceEffects(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {

@@ -1,0 +1,140 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idem"
+)
+
+// TestCodecRoundTrip encodes claims with awkward strings (separators,
+// digits, empty parts) and decodes them back.
+func TestCodecRoundTrip(t *testing.T) {
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	for _, p := range []idem.ClaimParams{
+		{Scope: "", Key: "k", AttemptID: "a", Now: now, LeaseUntil: now.Add(time.Minute)},
+		{Scope: "s:1;2", Key: "12:3;4:", AttemptID: "7:x;", Fingerprint: idem.NewFingerprint([]byte("b")),
+			Intent: []byte("I1p1:1:a;;0:"), Now: now, LeaseUntil: now.Add(time.Hour)},
+		{Scope: "ü", Key: strings.Repeat("k", 255), AttemptID: "", Now: time.Unix(-5, 0).UTC()},
+	} {
+		r, err := decodeRecord(string(newClaimValue(&p)))
+		if err != nil {
+			t.Fatalf("%+v: %v", p, err)
+		}
+		want := idem.Record{Scope: p.Scope, Key: p.Key, Fingerprint: p.Fingerprint, State: idem.StateInProgress,
+			Fence: 1, AttemptID: p.AttemptID, Intent: p.Intent, CreatedAt: p.Now, LeaseUntil: utcMicro(p.LeaseUntil)}
+		if !reflect.DeepEqual(*r, want) {
+			t.Fatalf("decoded %+v\nwant    %+v", *r, want)
+		}
+	}
+	for _, bad := range []string{"", "I", "I1", "I1x1:1:a", "I1p1:9:a", "I1p1:1:a;;0:;;0:0:0:", "I1p1:1:a;;0:;;0:0:0:" + strings.Repeat("f", 31)} {
+		if _, err := decodeRecord(bad); err == nil {
+			t.Errorf("decoded %q", bad)
+		}
+	}
+}
+
+// TestHolderTokenIsExact: a token matches the stored header only for the
+// same fence and attempt, whatever the digits and separators in the
+// attempt id (the scripts compare it as a prefix).
+func TestHolderTokenIsExact(t *testing.T) {
+	type holder struct {
+		fence   int64
+		attempt string
+	}
+	hs := []holder{{1, "a"}, {11, "a"}, {1, "1:a"}, {1, ""}, {1, "a:"}, {12, ":a"}, {1, "2:12:a"}}
+	for _, stored := range hs {
+		p := idem.ClaimParams{AttemptID: stored.attempt}
+		pre, post := claimValue(&p)
+		v := pre + strconv.FormatInt(stored.fence, 10) + string(post)
+		for _, h := range hs {
+			tok := holderToken(h.fence, h.attempt)
+			match := strings.HasPrefix(v[3:], tok)
+			if match != (h == stored) {
+				t.Errorf("stored %+v, token of %+v (%q): prefix match %v", stored, h, tok, match)
+			}
+		}
+	}
+}
+
+// TestOldLayoutRefused: a record key holding a hash (the layout before
+// "I1") or a string of another layout is refused with a clear error by
+// every operation, never read as absent or overwritten.
+func TestOldLayoutRefused(t *testing.T) {
+	forBackends(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := context.Background()
+		s := newStoreOn(t, c, Config{})
+		if err := c.HSet(ctx, s.recKey("tenant-a", "old"), "st", "succeeded", "f", "1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Set(ctx, s.recKey("tenant-a", "v9"), "I9p1:1:a", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{"old", "v9"} {
+			s.mix.Pin(false)
+			_, err := s.Claim(ctx, claimP(key, "a", t0))
+			if !errors.Is(err, errOldLayout) {
+				t.Errorf("%s: Claim = %v, want the old-layout error", key, err)
+			}
+			s.mix.Pin(true)
+			if _, err := s.Claim(ctx, claimP(key, "a", t0)); !errors.Is(err, errOldLayout) {
+				t.Errorf("%s: read-first Claim = %v, want the old-layout error", key, err)
+			}
+			if _, err := s.Get(ctx, "tenant-a", key); !errors.Is(err, errOldLayout) {
+				t.Errorf("%s: Get = %v, want the old-layout error", key, err)
+			}
+			_, err = s.Finish(ctx, finishP(idem.Record{Scope: "tenant-a", Key: key, Fence: 1, AttemptID: "a"}, idem.StateSucceeded, "v", t0))
+			if err == nil || errors.Is(err, idem.ErrFenced) {
+				t.Errorf("%s: Finish = %v, want an error other than fenced", key, err)
+			}
+		}
+		if _, err := s.List(ctx, idem.ListFilter{}); !errors.Is(err, errOldLayout) {
+			t.Errorf("List = %v, want the old-layout error", err)
+		}
+		if typ := c.Type(ctx, s.recKey("tenant-a", "old")).Val(); typ != "hash" {
+			t.Errorf("the old record was overwritten: type %s", typ)
+		}
+	})
+}
+
+func TestParseBulk(t *testing.T) {
+	for _, tc := range []struct {
+		raw       string
+		v         string
+		found, ok bool
+	}{
+		{"_\r\n", "", false, true},
+		{"$-1\r\n", "", false, true},
+		{"$0\r\n\r\n", "", true, true},
+		{"$5\r\nI1p\r\n\r\n", "I1p\r\n", true, true},
+		{"-WRONGTYPE Operation against a key\r\n", "", false, false},
+		{"-MOVED 3999 127.0.0.1:7001\r\n", "", false, false},
+		{"!5\r\nERR x\r\n", "", false, false},
+		{"+OK\r\n", "", false, false},
+		{"$5\r\nab\r\n", "", false, false},
+		{"$x\r\n\r\n", "", false, false},
+		{"", "", false, false},
+	} {
+		v, found, ok := parseBulk([]byte(tc.raw))
+		if v != tc.v || found != tc.found || ok != tc.ok {
+			t.Errorf("parseBulk(%q) = %q, %v, %v; want %q, %v, %v", tc.raw, v, found, ok, tc.v, tc.found, tc.ok)
+		}
+	}
+}
+
+func TestRecChanKeys(t *testing.T) {
+	s := &Store{prefix: "p"}
+	for _, pr := range [][2]string{{"", ""}, {"a:b", "c"}, {"{x}", "ü%"}} {
+		rec, ch := s.recChanKeys(pr[0], pr[1])
+		if rec != s.recKey(pr[0], pr[1]) || ch != chanKey(rec) {
+			t.Errorf("%q: recChanKeys = %q, %q; want %q, %q", pr, rec, ch, s.recKey(pr[0], pr[1]), chanKey(s.recKey(pr[0], pr[1])))
+		}
+	}
+}
