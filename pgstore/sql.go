@@ -79,13 +79,12 @@ RETURNING {COLS}, ` + notifyAt("9", "10")),
 		// Finish when the caller holds the claim: the UPDATE also checks
 		// every column it does not write against the claim, so a changed
 		// row means the record is the claim with the written fields over
-		// it, and nothing needs to be returned but whether waiters were
-		// woken. Without notifications it returns nothing and runs as an
-		// Exec.
-		finishKnown: r.Replace(`UPDATE {T} SET state = $5, result = $6, completed_at = $7, expires_at = $8
+		// it, and nothing needs to be returned: it runs as an Exec, and
+		// flagged waiters are woken from the SET list (notifyInSet).
+		finishKnown: r.Replace(`UPDATE {T} SET state = $5, result = $6, completed_at = $7, expires_at = $8` + notifyInSet(notify, "14", "15") + `
 WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state IN ('in_progress', 'unknown')
 	AND fingerprint = $9 AND intent IS NOT DISTINCT FROM $10 AND mark = $11 AND created_at = $12
-	AND lease_until IS NOT DISTINCT FROM $13`) + returningNotify(notify, notifyAt("14", "15")),
+	AND lease_until IS NOT DISTINCT FROM $13`),
 
 		finishUnknown: r.Replace(`UPDATE {T} SET state = 'unknown', completed_at = $5
 WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state = 'in_progress'
@@ -135,12 +134,14 @@ SELECT (SELECT count(*) FROM upd), EXISTS (SELECT 1 FROM {T} WHERE scope = $1 AN
 	}
 }
 
-// returningNotify is the RETURNING clause of a statement whose only answer
-// is the wake-up expression, or nothing when notifications are disabled
-// (the statement then runs as an Exec).
-func returningNotify(notify bool, expr string) string {
+// notifyInSet is a SET item that wakes flagged waiters of the changed row
+// without a RETURNING clause, so the statement runs as an Exec: the
+// expression keeps the waiting flag's value (pg_notify's void result IS NOT
+// NULL) and calls pg_notify only when it is set, once per changed row. It
+// depends on the column, so the planner cannot fold the call away.
+func notifyInSet(notify bool, a, b string) string {
 	if !notify {
 		return ""
 	}
-	return "\nRETURNING " + expr
+	return ", waiting = CASE WHEN waiting THEN pg_notify($" + a + "::text, $" + b + "::text) IS NOT NULL ELSE false END"
 }

@@ -89,21 +89,13 @@ func (o ops) finishKnown(ctx context.Context, p idem.FinishParams) (*idem.Record
 		nullTime(p.CompletedAt), nullTime(p.ExpiresAt),
 		c.Fingerprint[:], c.Intent, string(c.Mark), c.CreatedAt.UTC(), nullTime(c.LeaseUntil)}
 	if notify := o.notifyArgs(p.Scope, p.Key); notify != nil {
-		var notified bool
-		err := o.db.queryRow(ctx, o.sql.finishKnown, append(args, notify...)...).Scan(&notified)
-		switch {
-		case isNoRows(err):
-			return nil, nil
-		case err != nil:
-			return nil, wrap("finish", err)
-		}
-	} else {
-		switch n, err := o.db.exec(ctx, o.sql.finishKnown, args...); {
-		case err != nil:
-			return nil, wrap("finish", err)
-		case n == 0:
-			return nil, nil
-		}
+		args = append(args, notify...)
+	}
+	switch n, err := o.db.exec(ctx, o.sql.finishKnown, args...); {
+	case err != nil:
+		return nil, wrap("finish", err)
+	case n == 0:
+		return nil, nil
 	}
 	// What a read returns: times at the stored (microsecond) precision in
 	// UTC; nil and empty blobs are stored (and read back) as they are.
