@@ -25,11 +25,14 @@ func (o ops) claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult, e
 	if p.AttemptID == "" {
 		return idem.ClaimResult{}, badParam("claim: empty AttemptID: a retried claim could not recognise its own row")
 	}
-	if o.replayCheck {
-		// A duplicate must not write, nor even queue for the writer.
+	if o.replayCheck && o.mix.ReadFirst() {
+		// Duplicates dominate: answer a duplicate from a reader, so that
+		// it neither writes nor queues for the writer.
+		o.probes.Add(1)
 		r, err := o.get(ctx, o.read, p.Scope, p.Key)
 		switch {
 		case err == nil && !r.Expired(p.Now):
+			o.mix.Observe(true)
 			return existing(r, p), nil
 		case err != nil && !errors.Is(err, idem.ErrNotFound):
 			return idem.ClaimResult{}, err
@@ -38,15 +41,20 @@ func (o ops) claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult, e
 	if o.brokenClaim != nil {
 		return o.brokenClaim(ctx, o, p)
 	}
+	var res idem.ClaimResult
+	var err error
 	if o.batch != nil {
-		var res idem.ClaimResult
-		err := o.batch.submit(ctx, func(ctx context.Context, bo ops) (err error) {
+		err = o.batch.submit(ctx, func(ctx context.Context, bo ops) (err error) {
 			res, err = bo.claimLoop(ctx, p)
 			return err
 		})
-		return res, err
+	} else {
+		res, err = o.claimLoop(ctx, p)
 	}
-	return o.claimLoop(ctx, p)
+	if err == nil && o.replayCheck {
+		o.mix.Observe(!res.Claimed)
+	}
+	return res, err
 }
 
 // claimLoop runs claim rounds on o.write until one settles.

@@ -3,12 +3,14 @@ package sqlitestore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/claimmix"
 )
 
 func TestClaimFirstThenDuplicate(t *testing.T) {
@@ -43,12 +45,18 @@ func TestClaimFirstThenDuplicate(t *testing.T) {
 	}
 }
 
-// A replay must be answered without the writer: here the writer's only
-// connection is held by an open transaction for the whole call.
+// While duplicates dominate, a replay must be answered without the
+// writer: here the writer's only connection is held by an open transaction
+// for the whole call.
 func TestReplayDoesNotTouchWriter(t *testing.T) {
 	s := newStore(t)
 	r := mustClaim(t, s, claimParams("order-1", "att-1")).Record
 	mustFinish(t, s, finishParams(r, idem.StateSucceeded, "ok"))
+	for range 2 * claimmix.Bound {
+		if got := mustClaim(t, s, claimParams("order-1", "att-x")); got.Claimed {
+			t.Fatal("a duplicate claimed")
+		}
+	}
 
 	tx, err := s.DB().Begin()
 	if err != nil {
@@ -210,5 +218,30 @@ func TestClaimedRecordIsTheStoredRecord(t *testing.T) {
 				t.Fatalf("case %d: the claimed record shares the caller's intent buffer", i)
 			}
 		}
+	}
+}
+
+// TestProbeFollowsTheMix: while first-time claims dominate, a claim goes
+// straight to the writer (the reader probe would only miss); once
+// duplicates dominate again, they are answered by the probe.
+func TestProbeFollowsTheMix(t *testing.T) {
+	s := newStore(t)
+	const n = 4 * claimmix.Bound
+	for i := range n {
+		if !mustClaim(t, s, claimParams(fmt.Sprint("new-", i), "a")).Claimed {
+			t.Fatalf("first-time claim %d not claimed", i)
+		}
+	}
+	if p := s.probes.Load(); p > 2 {
+		t.Fatalf("%d reader probes for %d first-time claims: the probe does not follow the mix", p, n)
+	}
+	before := s.probes.Load()
+	for range n {
+		if mustClaim(t, s, claimParams("new-0", "b")).Claimed {
+			t.Fatal("a duplicate claimed")
+		}
+	}
+	if p := s.probes.Load() - before; p < n-2*claimmix.Bound {
+		t.Fatalf("%d reader probes for %d duplicates: replays do not go back to the readers", p, n)
 	}
 }

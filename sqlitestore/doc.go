@@ -14,7 +14,11 @@
 // With Synchronous "FULL" (the default) each commit is an fsync: a claim is
 // durable before the effect runs. A first-time request costs two commits
 // (claim, finish); a replay costs one read on a reader connection and no
-// write at all.
+// write at all. The store follows its recent claims (internal/claimmix):
+// while duplicates dominate, a claim first probes a reader, so a replay
+// never queues for the writer; while first-time claims dominate, the probe
+// would only miss, so a claim goes straight to the writer, where a
+// duplicate is found by the primary key and still writes nothing.
 //
 // With "NORMAL" (Config.Synchronous, or sync=normal in an idem DSN) commits
 // are not fsynced one by one: much faster, but a power cut may lose the
@@ -33,7 +37,7 @@
 // SAVEPOINT, so a failing statement is rolled back to it and fails only
 // its own caller. Callers are answered after COMMIT returns; if COMMIT
 // fails, every caller in the batch gets the error and none was
-// acknowledged. Replays are still answered by the readers and never wait
+// acknowledged. Replays probed on the readers (above) never wait
 // for a batch; a [TxStore] is never batched.
 //
 // # Schema

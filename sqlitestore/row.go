@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/claimmix"
 )
 
 // querier is what both *sql.DB and *sql.Tx offer.
@@ -25,6 +27,10 @@ type ops struct {
 	// write. Off inside a caller's transaction, which must see its own
 	// uncommitted rows.
 	replayCheck bool
+	// mix, with replayCheck, skips the check while first-time claims
+	// dominate; probes counts the checks made.
+	mix    *claimmix.Mix
+	probes *atomic.Int64
 	// brokenClaim, set only by tests, replaces the constraint-decided
 	// claim after the replay check (the constraint-evidence test).
 	brokenClaim claimFunc

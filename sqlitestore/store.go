@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/claimmix"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
@@ -29,6 +30,12 @@ type Store struct {
 	brokenClaim claimFunc
 	// batch is the group-commit writer; nil when Config.Batch is off.
 	batch *batcher
+	// mix chooses between probing a reader before a claim (while
+	// duplicates dominate) and going straight to the writer (while
+	// first-time claims dominate, when the probe would only miss).
+	mix claimmix.Mix
+	// probes counts reader probes, for tests.
+	probes atomic.Int64
 }
 
 var _ idem.Store = (*Store)(nil)
@@ -118,11 +125,13 @@ func (s *Store) Close() error {
 
 // ops returns the operations bound to the writer and the reader pool.
 func (s *Store) ops() ops {
-	return ops{read: s.rq, write: s.wq, replayCheck: true, brokenClaim: s.brokenClaim, batch: s.batch}
+	return ops{read: s.rq, write: s.wq, replayCheck: true, mix: &s.mix, probes: &s.probes, brokenClaim: s.brokenClaim, batch: s.batch}
 }
 
-// Claim implements [idem.Store]. A replay is answered from a reader
-// connection without touching the writer.
+// Claim implements [idem.Store]. While recent claims were mostly
+// duplicates, a replay is answered from a reader connection without
+// touching the writer; while they were mostly first-time claims, a claim
+// goes straight to the writer (a duplicate then writes nothing either).
 func (s *Store) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult, error) {
 	if s.closed.Load() {
 		return idem.ClaimResult{}, idem.ErrClosed
