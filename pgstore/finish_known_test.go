@@ -3,13 +3,13 @@ package pgstore_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/pgstore"
+	"github.com/idemkit/idem/storetest"
 )
 
 // finishKnownStores are the ways a Finish reaches PostgreSQL: on the pool
@@ -48,137 +48,15 @@ var finishKnownStores = []struct {
 	}},
 }
 
-// TestFinishWithClaimReturnsStoredRecord: a Finish given the caller's
-// claim (FinishParams.Claim, as the engine passes it) writes with one
-// UPDATE that returns no record and builds the record from the claim. The
-// record it returns must be the stored one even when the stored record
-// moved on since the claim (a heartbeat, a mark, an unknown outcome) or
-// the hint does not describe it, and the write stays fenced.
-func TestFinishWithClaimReturnsStoredRecord(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		name   string
-		before func(t *testing.T, st idem.Store, claim *idem.Record) // may change the store or the hint
-	}{
-		{"fresh claim", func(*testing.T, idem.Store, *idem.Record) {}},
-		{"lease extended", func(t *testing.T, st idem.Store, c *idem.Record) {
-			if err := st.Heartbeat(context.Background(), idem.HeartbeatParams{Scope: c.Scope, Key: c.Key, Fence: c.Fence,
-				AttemptID: c.AttemptID, LeaseUntil: c.LeaseUntil.Add(time.Minute)}); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"mark set", func(t *testing.T, st idem.Store, c *idem.Record) {
-			if err := st.SetMark(context.Background(), c.Scope, c.Key, c.Fence, idem.MarkReconciled); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"marked unknown", func(t *testing.T, st idem.Store, c *idem.Record) {
-			if _, err := st.Finish(context.Background(), idem.FinishParams{Scope: c.Scope, Key: c.Key, Fence: c.Fence,
-				AttemptID: c.AttemptID, State: idem.StateUnknown, CompletedAt: t0.Add(time.Second)}); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"hint with another fingerprint", func(_ *testing.T, _ idem.Store, c *idem.Record) {
-			c.Fingerprint = idem.NewFingerprint([]byte("other"))
-		}},
-		{"hint with another intent", func(_ *testing.T, _ idem.Store, c *idem.Record) { c.Intent = []byte(`{"op":"other"}`) }},
-		{"hint with no intent", func(_ *testing.T, _ idem.Store, c *idem.Record) { c.Intent = nil }},
-		{"hint with another mark", func(_ *testing.T, _ idem.Store, c *idem.Record) { c.Mark = idem.MarkReconciled }},
-		{"hint with another creation time", func(_ *testing.T, _ idem.Store, c *idem.Record) {
-			c.CreatedAt = c.CreatedAt.Add(time.Microsecond)
-		}},
-		{"hint with no lease", func(_ *testing.T, _ idem.Store, c *idem.Record) { c.LeaseUntil = time.Time{} }},
-	}
-	for _, kind := range finishKnownStores {
-		t.Run(kind.name, func(t *testing.T) {
-			st := kind.open(t)
-			ctx := context.Background()
-			for _, tc := range cases {
-				t.Run(tc.name, func(t *testing.T) {
-					key := "k:" + tc.name
-					claim := mustClaim(t, st, claimParams(key, "a1", t0))
-					hint := claim.Record
-					tc.before(t, st, &hint)
-					p := succeed(claim, "result", t0.Add(2*time.Second), time.Hour)
-					p.Claim = hint
-					rec := mustFinish(t, st, p)
-					got, err := st.Get(ctx, "tenant-1", key)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if got.State != idem.StateSucceeded || string(got.Result) != "result" {
-						t.Fatalf("stored after Finish: %+v", got)
-					}
-					if !reflect.DeepEqual(rec, got) {
-						t.Fatalf("Finish returned\n %+v\nstored\n %+v", rec, got)
-					}
-					// Retried with the same outcome: success, nothing changes.
-					if again := mustFinish(t, st, p); !reflect.DeepEqual(again, got) {
-						t.Fatalf("retried Finish = %+v; want %+v", again, got)
-					}
-					// Another outcome over the recorded one: fenced, not written.
-					other := succeed(claim, "other", t0.Add(3*time.Second), time.Hour)
-					other.Claim = hint
-					if _, err := st.Finish(ctx, other); !errors.Is(err, idem.ErrFenced) {
-						t.Fatalf("second outcome: err = %v, want ErrFenced", err)
-					}
-					if after, _ := st.Get(ctx, "tenant-1", key); !reflect.DeepEqual(after, got) {
-						t.Fatalf("a refused Finish changed the record: %+v, was %+v", after, got)
-					}
-				})
-			}
-		})
-	}
-}
-
-// TestFinishWithStaleClaimIsFenced: the claim a Finish carries does not
-// make a taken-over record writable. The record is re-driven keeping every
-// column the claim describes but the fence and attempt, so only the fence
-// and attempt conditions tell the old attempt from the new holder.
-func TestFinishWithStaleClaimIsFenced(t *testing.T) {
+// TestFinishWithClaim runs the hint checks of the conformance suite on each
+// kind of store: the one-UPDATE finish builds its record from the claim,
+// and that record must be the stored one however the record moved on, with
+// every write still fenced.
+func TestFinishWithClaim(t *testing.T) {
 	t.Parallel()
 	for _, kind := range finishKnownStores {
 		t.Run(kind.name, func(t *testing.T) {
-			st := kind.open(t)
-			ctx := context.Background()
-			for _, redrive := range []struct {
-				attempt string // the new holder
-				fence   int64  // the fence the old attempt presents
-			}{
-				{"a2", 1}, // a1 with its own claim
-				{"a2", 2}, // a1 with its claim under the new fence: only the attempt differs
-				{"a1", 1}, // the same attempt id took it over: only the fence differs
-			} {
-				key := "k:" + redrive.attempt + ":" + string(rune('0'+redrive.fence))
-				claim := mustClaim(t, st, claimParams(key, "a1", t0))
-				taken, err := st.Resolve(ctx, idem.ResolveParams{Scope: "tenant-1", Key: key, Fence: 1,
-					From: []idem.State{idem.StateInProgress}, To: idem.StateInProgress,
-					AttemptID: redrive.attempt, Now: t0, LeaseUntil: claim.Record.LeaseUntil})
-				if err != nil {
-					t.Fatal(err)
-				}
-				p := succeed(claim, "late", t0.Add(time.Second), time.Hour)
-				p.Fence = redrive.fence
-				p.Claim = claim.Record
-				p.Claim.Fence = p.Fence
-				if _, err := st.Finish(ctx, p); !errors.Is(err, idem.ErrFenced) {
-					t.Fatalf("Finish(fence %d, a1) over the record re-driven by %s: err = %v, want ErrFenced",
-						p.Fence, redrive.attempt, err)
-				}
-				if got, _ := st.Get(ctx, "tenant-1", key); !reflect.DeepEqual(got, taken) {
-					t.Fatalf("the re-driven record changed: %+v, want %+v", got, taken)
-				}
-			}
-			// Released: absent, fenced.
-			c := mustClaim(t, st, claimParams("gone", "a1", t0))
-			p := succeed(c, "r", t0, time.Hour)
-			p.Claim = c.Record
-			if err := st.Release(ctx, idem.ReleaseParams{Scope: "tenant-1", Key: "gone", Fence: 1, AttemptID: "a1"}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := st.Finish(ctx, p); !errors.Is(err, idem.ErrFenced) {
-				t.Fatalf("Finish of a released claim: err = %v, want ErrFenced", err)
-			}
+			storetest.FinishWithClaim(t, kind.open(t), "tenant-1", t0)
 		})
 	}
 }

@@ -90,6 +90,7 @@ func runContract(t *testing.T, h Harness) {
 		{"ClaimConcurrentOneWinner", contractClaimConcurrent},
 		{"FinishFenced", contractFinishFenced},
 		{"FinishRetryAndLateTruth", contractFinishRetry},
+		{"FinishWithClaimHint", func(t *testing.T, c *cx) { FinishWithClaim(t, c.s, "hint", c.now) }},
 		{"Release", contractRelease},
 		{"Heartbeat", contractHeartbeat},
 		{"Resolve", contractResolve},
