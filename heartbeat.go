@@ -252,8 +252,17 @@ func (c *finishCtx) init(parent context.Context, d time.Duration) {
 	if c.parent != nil {
 		return
 	}
+	c.initAt(parent, d, time.Now())
+}
+
+// initAt is init with the clock already read (now); like init, it keeps
+// a deadline already started.
+func (c *finishCtx) initAt(parent context.Context, d time.Duration, now time.Time) {
+	if c.parent != nil {
+		return
+	}
 	c.parent = parent
-	c.deadline = time.Now().Add(d)
+	c.deadline = now.Add(d)
 }
 
 // Deadline implements context.Context.

@@ -60,11 +60,16 @@ func (g *flightGroup) extend(scope, key string, leaseUntil time.Time) {
 	g.mu.Unlock()
 }
 
-// unhold ends hold; it is called after the outcome has been written.
+// unhold ends hold and pokes the key's local flight, if any, under one
+// lock round trip; it is called after the outcome has been written, so the
+// poked watch reads it.
 func (g *flightGroup) unhold(scope, key string) {
+	k := flightKey{scope, key}
 	g.mu.Lock()
-	delete(g.held, flightKey{scope, key})
+	delete(g.held, k)
+	f := g.m[k]
 	g.mu.Unlock()
+	f.poke()
 }
 
 // holding reports whether this engine runs the effect of (scope, key) for a
@@ -141,6 +146,11 @@ func (g *flightGroup) poke(scope, key string) {
 	g.mu.Lock()
 	f := g.m[flightKey{scope, key}]
 	g.mu.Unlock()
+	f.poke()
+}
+
+// poke wakes f's watch; a nil f (no local waiter) is a no-op.
+func (f *flight) poke() {
 	if f != nil {
 		select {
 		case f.pokeC <- struct{}{}:
