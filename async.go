@@ -121,7 +121,7 @@ func (w *asyncWaiter) settled(rec *Record, err error) {
 		// Released, unknown or expired: the claim loop decides, on a
 		// goroutine of its own, within what is left of the wait bound.
 		go func() {
-			res, out, err := e.claimLoop(w.ctx, &w.req, w.pol, w.h, w.deadline)
+			res, out, err := e.claimLoop(w.ctx, &w.req, w.pol, w.h, w.deadline, time.Time{})
 			w.answer(res, out, err)
 		}()
 	}

@@ -27,6 +27,10 @@ type Engine struct {
 	// txBound engines (from WithStore) run on a caller's transaction, which
 	// must not be used from a second goroutine: no background heartbeats.
 	txBound bool
+	// wallClock is true when Config.Clock was left to its default,
+	// time.Now: one reading of the wall clock then serves as both the
+	// engine clock and the wall-clock deadline of the same moment.
+	wallClock bool
 }
 
 // New returns an engine over store. It fails when the configuration is
@@ -36,10 +40,11 @@ func New(store Store, cfg Config) (*Engine, error) {
 	if store == nil {
 		return nil, errors.New("idem: New: store is nil")
 	}
+	wallClock := cfg.Clock == nil
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	e := &Engine{store: store, cfg: cfg, cache: newReplayCache(cfg.ReplayCache, store), observe: observing(cfg.Observer)}
+	e := &Engine{store: store, cfg: cfg, cache: newReplayCache(cfg.ReplayCache, store), observe: observing(cfg.Observer), wallClock: wallClock}
 	e.flights.init(e)
 	return e, nil
 }
@@ -59,7 +64,7 @@ func (e *Engine) Config() Config { return e.cfg }
 // else can see the claim before the transaction commits, so its lease does
 // not matter) and has no replay cache (what it reads may still roll back).
 func (e *Engine) WithStore(s Store) *Engine {
-	n := &Engine{store: s, cfg: e.cfg, txBound: true, observe: e.observe}
+	n := &Engine{store: s, cfg: e.cfg, txBound: true, observe: e.observe, wallClock: e.wallClock}
 	n.flights.init(n)
 	return n
 }
@@ -154,8 +159,12 @@ func (e *Engine) do(ctx context.Context, req *Request, h Handler) (Result, Outco
 		return Result{}, OutcomeError, err
 	}
 	pol := e.policy(req.Policy)
+	// now, once read for the cache, is also the first claim's time: the
+	// two are the same moment within the building of the intent.
+	var now time.Time
 	if e.cache != nil {
-		if rec, ok := e.cache.get(req.Scope, string(req.Key), e.now()); ok {
+		now = e.now()
+		if rec, ok := e.cache.get(req.Scope, string(req.Key), now); ok {
 			return e.replay(req, &rec)
 		}
 	}
@@ -180,14 +189,16 @@ func (e *Engine) do(ctx context.Context, req *Request, h Handler) (Result, Outco
 			return e.replay(req, settled)
 		}
 		// Released, unknown or expired: the claim loop decides.
+		now = time.Time{}
 	}
-	return e.claimLoop(ctx, req, pol, h, waitDeadline)
+	return e.claimLoop(ctx, req, pol, h, waitDeadline, now)
 }
 
 // claimLoop claims the key and runs the effect, replays the recorded
 // outcome, or waits for an in-flight attempt (until waitDeadline once set)
-// and looks again.
-func (e *Engine) claimLoop(ctx context.Context, req *Request, pol Policy, h Handler, waitDeadline time.Time) (Result, Outcome, error) {
+// and looks again. A non-zero now is the engine clock read just before,
+// used for the first claim.
+func (e *Engine) claimLoop(ctx context.Context, req *Request, pol Policy, h Handler, waitDeadline, now time.Time) (Result, Outcome, error) {
 	// The journal is encoded only when a claim is about to be written.
 	var intent []byte
 	if req.Intent == nil && req.LazyIntent != nil {
@@ -198,7 +209,9 @@ func (e *Engine) claimLoop(ctx context.Context, req *Request, pol Policy, h Hand
 	}
 	attemptID := newAttemptID()
 	for {
-		now := e.now()
+		if now.IsZero() {
+			now = e.now()
+		}
 		cr, err := e.claim(ctx, ClaimParams{
 			Scope: req.Scope, Key: string(req.Key), Fingerprint: req.Fingerprint,
 			AttemptID: attemptID, Intent: intent, Now: now, LeaseUntil: now.Add(pol.Lease),
@@ -226,6 +239,7 @@ func (e *Engine) claimLoop(ctx context.Context, req *Request, pol Policy, h Hand
 		if rec.LeaseExpired(now) {
 			urec, err := e.markUnknown(ctx, *rec, now)
 			if errors.Is(err, ErrFenced) {
+				now = time.Time{}
 				continue // the record moved on; look again
 			}
 			if err != nil {
@@ -249,8 +263,9 @@ func (e *Engine) claimLoop(ctx context.Context, req *Request, pol Policy, h Hand
 		// A recorded outcome is replayed from the record the shared watch
 		// read, with no further store read. Otherwise claim again: a
 		// released key is free (one waiter wins), an unknown or expired
-		// record is reported by the claim path.
-		if settled != nil && settled.State.Terminal() && !settled.Expired(e.now()) {
+		// record is reported by the claim path, claiming at this now.
+		now = e.now()
+		if settled != nil && settled.State.Terminal() && !settled.Expired(now) {
 			e.cache.put(req.Scope, string(req.Key), settled)
 			return e.replay(req, settled)
 		}
@@ -285,6 +300,15 @@ func (e *Engine) policy(p Policy) Policy {
 
 // now is the engine clock truncated to the precision stores keep.
 func (e *Engine) now() time.Time { return e.cfg.Clock().UTC().Truncate(time.Microsecond) }
+
+// nowAt is now, from wall (a time.Now reading just taken) when the engine
+// clock is the wall clock.
+func (e *Engine) nowAt(wall time.Time) time.Time {
+	if e.wallClock {
+		return wall.UTC().Truncate(time.Microsecond)
+	}
+	return e.now()
+}
 
 // onUnknown re-drives a re-drivable operation under a new fence with the
 // same key, or reports the unknown outcome.
@@ -339,6 +363,8 @@ func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, 
 	}
 
 	e.flights.hold(&rec)
+	// Every way out of here (outcome recorded, finish failed, panic) ends
+	// the hold and pokes local waiters after the outcome is written.
 	defer e.flights.unhold(rec.Scope, rec.Key)
 
 	effCtx, cancelEff := context.WithCancelCause(ctx)
@@ -368,8 +394,7 @@ func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, 
 			if observe {
 				e.cfg.Observer.Observe(ctx, Event{Kind: EventOutcome, Outcome: OutcomeUnknown, Operation: req.Operation, Scope: req.Scope, Key: string(req.Key)})
 			}
-			e.flights.poke(rec.Scope, rec.Key)
-			panic(p)
+			panic(p) // the deferred unhold pokes the waiters
 		}
 	}()
 	val, herr := h(effCtx, &rs.att)
@@ -379,15 +404,17 @@ func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, 
 	}
 
 	defer fctx.cancel()
-	fin()
-	defer e.flights.poke(rec.Scope, rec.Key)
+	// One clock reading starts the finish deadline, stamps the outcome
+	// (with the default clock) and dates the cache entry.
+	wall := time.Now()
+	fctx.initAt(ctx, e.cfg.FinishTimeout, wall)
 	switch {
 	case herr == nil:
-		frec, ferr := e.finish(fctx, rec, StateSucceeded, val)
+		frec, ferr := e.finishAt(fctx, rec, StateSucceeded, val, e.nowAt(wall))
 		if ferr != nil {
 			return e.finishFailed(ferr)
 		}
-		e.cache.putOwned(rec.Scope, rec.Key, frec) // frec is ours: the store returned it
+		e.cache.putOwned(rec.Scope, rec.Key, frec, wall) // frec is ours: the store returned it
 		return Result{Value: val, State: StateSucceeded, Record: *frec}, OutcomeFirst, nil
 	case errors.Is(herr, ErrReleased):
 		if rerr := e.release(fctx, rec); rerr != nil {
@@ -402,7 +429,7 @@ func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, 
 		return Result{Record: rec}, OutcomeUnknown, &UnknownOutcomeError{Scope: req.Scope, Key: string(req.Key), Record: &r, RetryAfter: e.cfg.RetryAfter}
 	default:
 		msg := herr.Error()
-		frec, ferr := e.finish(fctx, rec, StateFailed, []byte(msg))
+		frec, ferr := e.finishAt(fctx, rec, StateFailed, []byte(msg), e.nowAt(wall))
 		if ferr != nil {
 			return e.finishFailed(ferr)
 		}

@@ -72,7 +72,11 @@ func (e *Engine) claim(ctx context.Context, p ClaimParams) (ClaimResult, error) 
 }
 
 func (e *Engine) finish(ctx context.Context, rec Record, st State, val []byte) (*Record, error) {
-	now := e.now()
+	return e.finishAt(ctx, rec, st, val, e.now())
+}
+
+// finishAt is finish with the engine clock already read.
+func (e *Engine) finishAt(ctx context.Context, rec Record, st State, val []byte, now time.Time) (*Record, error) {
 	p := FinishParams{Scope: rec.Scope, Key: rec.Key, Fence: rec.Fence, AttemptID: rec.AttemptID,
 		State: st, Result: val, CompletedAt: now, Claim: rec}
 	if st.Terminal() {

@@ -22,13 +22,12 @@ type heartbeater struct {
 	lease  time.Duration
 	every  time.Duration
 
-	mu      sync.Mutex
-	stopped bool
 	running sync.WaitGroup // beats in progress
 
 	// Guarded by the schedule's mutex.
-	due time.Time
-	idx int // position in the schedule's heap; -1 when not scheduled
+	stopped bool
+	due     time.Time
+	idx     int // position in the schedule's heap; -1 when not scheduled
 }
 
 // beat extends the lease now. When the store says the attempt is fenced, the
@@ -64,38 +63,37 @@ func (h *heartbeater) start() {
 // stop prevents further beats and waits for one in progress to end, so no
 // heartbeat reaches the store after the outcome is recorded.
 func (h *heartbeater) stop() {
-	h.mu.Lock()
-	h.stopped = true
-	h.mu.Unlock()
 	if !h.e.txBound {
-		h.e.beats.remove(h)
+		h.e.beats.stop(h)
 	}
 	h.running.Wait()
 }
 
 // fire runs one scheduled beat and schedules the next.
 func (h *heartbeater) fire() {
-	h.mu.Lock()
+	s := &h.e.beats
+	s.mu.Lock()
 	if h.stopped {
-		h.mu.Unlock()
+		s.mu.Unlock()
 		return
 	}
 	h.running.Add(1)
-	h.mu.Unlock()
+	s.mu.Unlock()
 	defer h.running.Done()
 	if err := h.beat(h.ctx); errors.Is(err, ErrFenced) || h.ctx.Err() != nil {
 		return
 	}
-	h.mu.Lock()
+	s.mu.Lock()
 	if !h.stopped {
-		h.e.beats.add(h, time.Now().Add(h.every))
+		s.addLocked(h, time.Now().Add(h.every))
 	}
-	h.mu.Unlock()
+	s.mu.Unlock()
 }
 
 // beatSchedule is an engine's heartbeat schedule: a min-heap of the running
 // attempts by the time of their next beat, and one timer armed for the
-// earliest. Lock order: a heartbeater's mu before the schedule's.
+// earliest. Its mutex also guards each heartbeater's stopped flag, so
+// that a stop is one lock round trip.
 type beatSchedule struct {
 	mu sync.Mutex
 	h  []*heartbeater
@@ -106,6 +104,10 @@ type beatSchedule struct {
 func (s *beatSchedule) add(h *heartbeater, due time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.addLocked(h, due)
+}
+
+func (s *beatSchedule) addLocked(h *heartbeater, due time.Time) {
 	h.due = due
 	h.idx = len(s.h)
 	s.h = append(s.h, h)
@@ -113,9 +115,11 @@ func (s *beatSchedule) add(h *heartbeater, due time.Time) {
 	s.armLocked(due)
 }
 
-func (s *beatSchedule) remove(h *heartbeater) {
+// stop marks h stopped, so that no beat of h starts, and unschedules it.
+func (s *beatSchedule) stop(h *heartbeater) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	h.stopped = true
 	i := h.idx
 	if i < 0 {
 		return
@@ -252,8 +256,17 @@ func (c *finishCtx) init(parent context.Context, d time.Duration) {
 	if c.parent != nil {
 		return
 	}
+	c.initAt(parent, d, time.Now())
+}
+
+// initAt is init with the clock already read (now); like init, it keeps
+// a deadline already started.
+func (c *finishCtx) initAt(parent context.Context, d time.Duration, now time.Time) {
+	if c.parent != nil {
+		return
+	}
 	c.parent = parent
-	c.deadline = time.Now().Add(d)
+	c.deadline = now.Add(d)
 }
 
 // Deadline implements context.Context.

@@ -38,11 +38,11 @@ func TestBeatScheduleIsAHeap(t *testing.T) {
 	for range 2000 {
 		if len(in) > 0 && r.IntN(3) == 0 {
 			i := r.IntN(len(in))
-			s.remove(in[i])
+			s.stop(in[i])
 			if in[i].idx != -1 {
 				t.Fatal("a removed entry keeps a position")
 			}
-			s.remove(in[i]) // twice is harmless
+			s.stop(in[i]) // twice is harmless
 			in = append(in[:i], in[i+1:]...)
 		} else {
 			h := &heartbeater{idx: -1}
@@ -142,7 +142,7 @@ func TestCloseDisarmsAnIdleBeatTimer(t *testing.T) {
 	e := newEngine()
 	h := &heartbeater{idx: -1}
 	e.beats.add(h, time.Now().Add(time.Hour))
-	e.beats.remove(h)
+	e.beats.stop(h)
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}

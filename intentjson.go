@@ -11,9 +11,11 @@ import (
 func encodeIntent(in *Intent) []byte {
 	var arr [8]string
 	keys := arr[:0]
+	var v0 string // the value of a single field, saving its lookup
 	n := 16 + len(in.Operation) + len(in.Currency) + len(in.Counterparty) + len(in.ForwardKey)
 	for k, v := range in.Fields {
 		keys = append(keys, k)
+		v0 = v
 		n += len(k) + len(v) + 6
 	}
 	b := make([]byte, 0, n+48)
@@ -58,7 +60,10 @@ func encodeIntent(in *Intent) []byte {
 			}
 			b = appendJSONString(b, k)
 			b = append(b, ':')
-			b = appendJSONString(b, in.Fields[k])
+			if len(keys) > 1 {
+				v0 = in.Fields[k]
+			}
+			b = appendJSONString(b, v0)
 		}
 		b = append(b, '}')
 	}

@@ -121,8 +121,9 @@ func (c *replayCache) put(scope, key string, rec *Record) {
 
 // putOwned is put for a record nobody else holds or will modify (one a
 // store has just returned, see [Store.Finish]): the cache keeps rec
-// itself rather than a copy.
-func (c *replayCache) putOwned(scope, key string, rec *Record) {
+// itself rather than a copy. The entry is dated now, a time.Now reading
+// taken just before.
+func (c *replayCache) putOwned(scope, key string, rec *Record, now time.Time) {
 	if c == nil || !rec.State.Terminal() {
 		return
 	}
@@ -130,7 +131,7 @@ func (c *replayCache) putOwned(scope, key string, rec *Record) {
 	if size > c.max {
 		return
 	}
-	c.insert(scope, key, &cacheEntry{rec: rec}, size)
+	c.insertAt(scope, key, &cacheEntry{rec: rec}, size, now)
 }
 
 func entrySize(scope, key string, rec *Record) int {
@@ -138,7 +139,12 @@ func entrySize(scope, key string, rec *Record) int {
 }
 
 func (c *replayCache) insert(scope, key string, e *cacheEntry, size int) {
-	e.k, e.cached, e.size = cacheKey{scope, key}, time.Now(), size
+	c.insertAt(scope, key, e, size, time.Now())
+}
+
+// insertAt is insert dated now.
+func (c *replayCache) insertAt(scope, key string, e *cacheEntry, size int, now time.Time) {
+	e.k, e.cached, e.size = cacheKey{scope, key}, now, size
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old := c.m[e.k]; old != nil {

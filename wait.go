@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +19,9 @@ type flightGroup struct {
 	// it waits on the shared flight (or is rejected) from a shallow stack,
 	// with no claim of its own.
 	held map[flightKey]heldKey
+	// nheld is len(held), written under mu, so that holding answers
+	// without the lock when this engine holds no key at all.
+	nheld atomic.Int64
 }
 
 // heldKey is what this engine knows of a claim it holds.
@@ -46,6 +50,7 @@ func (g *flightGroup) init(e *Engine) {
 func (g *flightGroup) hold(rec *Record) {
 	g.mu.Lock()
 	g.held[flightKey{rec.Scope, rec.Key}] = heldKey{fp: rec.Fingerprint, leaseUntil: rec.LeaseUntil}
+	g.nheld.Store(int64(len(g.held)))
 	g.mu.Unlock()
 }
 
@@ -60,18 +65,31 @@ func (g *flightGroup) extend(scope, key string, leaseUntil time.Time) {
 	g.mu.Unlock()
 }
 
-// unhold ends hold; it is called after the outcome has been written.
+// unhold ends hold and pokes the key's local flight, if any, under one
+// lock round trip; it is called after the outcome has been written, so the
+// poked watch reads it.
 func (g *flightGroup) unhold(scope, key string) {
+	k := flightKey{scope, key}
 	g.mu.Lock()
-	delete(g.held, flightKey{scope, key})
+	delete(g.held, k)
+	g.nheld.Store(int64(len(g.held)))
+	f := g.m[k]
 	g.mu.Unlock()
+	f.poke()
 }
 
 // holding reports whether this engine runs the effect of (scope, key) for a
 // request with fingerprint fp under a lease that is live now (the clock is
 // read only for a held key). Otherwise the store decides (a stalled
 // holder's expired lease is the claim path's business: unknown, re-drive).
+//
+// A hold set concurrently with the call may be missed, as it may be when
+// set just after the lookup: the store's claim then finds the key in
+// progress, and the request waits for it there.
 func (g *flightGroup) holding(scope, key string, fp Fingerprint) bool {
+	if g.nheld.Load() == 0 {
+		return false
+	}
 	g.mu.Lock()
 	h, ok := g.held[flightKey{scope, key}]
 	g.mu.Unlock()
@@ -141,6 +159,11 @@ func (g *flightGroup) poke(scope, key string) {
 	g.mu.Lock()
 	f := g.m[flightKey{scope, key}]
 	g.mu.Unlock()
+	f.poke()
+}
+
+// poke wakes f's watch; a nil f (no local waiter) is a no-op.
+func (f *flight) poke() {
 	if f != nil {
 		select {
 		case f.pokeC <- struct{}{}:
