@@ -174,22 +174,17 @@ func (e *Engine) do(ctx context.Context, req *Request, h Handler) (Result, Outco
 		// duplicate is in flight without a store claim. Waiting here, before
 		// the claim loop, keeps a parked waiter's stack small.
 		if pol.InFlight == InFlightReject {
-			return Result{}, OutcomeConflict, &InFlightError{Scope: req.Scope, Key: string(req.Key), RetryAfter: e.cfg.RetryAfter}
+			return Result{}, OutcomeConflict, e.inFlight(req)
 		}
 		waitDeadline = time.Now().Add(pol.Wait)
-		settled, err := e.wait(ctx, req.Scope, string(req.Key), waitDeadline)
-		if err != nil {
-			if errors.Is(err, ErrInFlight) {
-				return Result{}, OutcomeConflict, &InFlightError{Scope: req.Scope, Key: string(req.Key), RetryAfter: e.cfg.RetryAfter}
-			}
-			return Result{}, OutcomeError, err
-		}
-		if settled != nil && settled.State.Terminal() && !settled.Expired(e.now()) {
-			e.cache.put(req.Scope, string(req.Key), settled)
-			return e.replay(req, settled)
+		var done bool
+		var res Result
+		var out Outcome
+		var err error
+		if res, out, now, done, err = e.waitTurn(ctx, req, waitDeadline); done {
+			return res, out, err
 		}
 		// Released, unknown or expired: the claim loop decides.
-		now = time.Time{}
 	}
 	return e.claimLoop(ctx, req, pol, h, waitDeadline, now)
 }
@@ -248,28 +243,49 @@ func (e *Engine) claimLoop(ctx context.Context, req *Request, pol Policy, h Hand
 			return e.onUnknown(ctx, req, pol, *urec, h)
 		}
 		if pol.InFlight == InFlightReject {
-			return Result{}, OutcomeConflict, &InFlightError{Scope: req.Scope, Key: string(req.Key), RetryAfter: e.cfg.RetryAfter}
+			return Result{}, OutcomeConflict, e.inFlight(req)
 		}
 		if waitDeadline.IsZero() {
 			waitDeadline = time.Now().Add(pol.Wait)
 		}
-		settled, err := e.wait(ctx, req.Scope, string(req.Key), waitDeadline)
-		if err != nil {
-			if errors.Is(err, ErrInFlight) {
-				return Result{}, OutcomeConflict, &InFlightError{Scope: req.Scope, Key: string(req.Key), RetryAfter: e.cfg.RetryAfter}
-			}
-			return Result{}, OutcomeError, err
-		}
-		// A recorded outcome is replayed from the record the shared watch
-		// read, with no further store read. Otherwise claim again: a
-		// released key is free (one waiter wins), an unknown or expired
-		// record is reported by the claim path, claiming at this now.
-		now = e.now()
-		if settled != nil && settled.State.Terminal() && !settled.Expired(now) {
-			e.cache.put(req.Scope, string(req.Key), settled)
-			return e.replay(req, settled)
+		// Claim again unless the attempt recorded an outcome: a released
+		// key is free (one waiter wins), an unknown or expired record is
+		// reported by the claim path, claiming at this now.
+		var done bool
+		var res Result
+		var out Outcome
+		if res, out, now, done, err = e.waitTurn(ctx, req, waitDeadline); done {
+			return res, out, err
 		}
 	}
+}
+
+// waitTurn waits, until deadline, for the in-flight attempt on req's key
+// to settle. When it recorded an outcome, that outcome is replayed from
+// the record the shared watch read, with no further store read, and done
+// is true; so is it when the wait failed (ErrInFlight at the deadline,
+// ctx's error). Otherwise — released, unknown, expired — done is false and
+// now is the time to claim again at.
+func (e *Engine) waitTurn(ctx context.Context, req *Request, deadline time.Time) (res Result, out Outcome, now time.Time, done bool, err error) {
+	settled, err := e.wait(ctx, req.Scope, string(req.Key), deadline)
+	if err != nil {
+		if errors.Is(err, ErrInFlight) {
+			return Result{}, OutcomeConflict, now, true, e.inFlight(req)
+		}
+		return Result{}, OutcomeError, now, true, err
+	}
+	now = e.now()
+	if settled != nil && settled.State.Terminal() && !settled.Expired(now) {
+		e.cache.put(req.Scope, string(req.Key), settled)
+		res, out, err = e.replay(req, settled)
+		return res, out, now, true, err
+	}
+	return Result{}, out, now, false, nil
+}
+
+// inFlight is the conflict answered to a duplicate of an in-flight attempt.
+func (e *Engine) inFlight(req *Request) error {
+	return &InFlightError{Scope: req.Scope, Key: string(req.Key), RetryAfter: e.cfg.RetryAfter}
 }
 
 // replay returns a terminal record's outcome, or a mismatch when the
