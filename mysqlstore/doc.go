@@ -47,6 +47,14 @@
 // fenced, absent, or moved on by a heartbeat or a mark), the general path
 // below decides.
 //
+// Every UPDATE that names its row by the whole primary key says USE INDEX
+// (PRIMARY). The one-UPDATE Finish also checks state and created_at, and
+// without the hint MariaDB's range optimizer estimates state_created_at
+// (an index dive per state in the IN list) on every finish before it
+// picks the primary key anyway; with it, the optimizer analyses only the
+// primary key, as for a bare UPDATE … WHERE scope = ? AND key = ?. The
+// hint changes the access path, never which rows match.
+//
 // Otherwise, outcome writes (Finish, Resolve) read the record, decide, and
 // write with an UPDATE conditioned on the fence, attempt and state. On a
 // store made by [Open], Finish sends the read, the conditioned UPDATE and

@@ -59,3 +59,11 @@ func (s *Store) PinClaimPath(readFirst bool) {
 		s.mix.Pin(false)
 	}
 }
+
+// KeyedUpdates returns the UPDATE statements that name their row by the
+// whole primary key, by name.
+func (s *Store) KeyedUpdates() map[string]string {
+	q := s.sql
+	return map[string]string{"reclaim": q.reclaim, "finish": q.finish, "finishKnown": q.finishKnown,
+		"heartbeat": q.heartbeat, "resolveTo": q.resolveTo, "setMark": q.setMark}
+}

@@ -27,6 +27,13 @@ type statements struct {
 
 func buildStatements(table string) statements {
 	t := "`" + table + "`"
+	// up is how every UPDATE by primary key begins. USE INDEX (PRIMARY)
+	// keeps the optimizer from estimating the secondary indexes that the
+	// WHERE clause also mentions (state, created_at, expires_at): for a
+	// row named by its whole primary key those estimates are index dives
+	// that change nothing but cost server CPU on every statement. The
+	// hint affects only the access path, never which rows match.
+	up := "UPDATE " + t + " USE INDEX (PRIMARY) SET "
 	get := "SELECT " + columns + " FROM " + t + " WHERE scope = ? AND `key` = ?"
 	return statements{
 		// A plain INSERT: the primary key decides, a duplicate fails with
@@ -34,39 +41,39 @@ func buildStatements(table string) statements {
 		insert: "INSERT INTO " + t + " (" + columns + ") VALUES (?, ?, ?, 'in_progress', 1, ?, ?, NULL, '', ?, ?, NULL, NULL)",
 		// Re-claim an expired terminal record: the expiry is checked in
 		// the same statement, against the fence that was read.
-		reclaim: "UPDATE " + t + " SET fingerprint = ?, state = 'in_progress', fence = fence + 1, attempt_id = ?, " +
+		reclaim: up + "fingerprint = ?, state = 'in_progress', fence = fence + 1, attempt_id = ?, " +
 			"intent = ?, result = NULL, mark = '', created_at = ?, lease_until = ?, completed_at = NULL, expires_at = NULL " +
 			"WHERE scope = ? AND `key` = ? AND fence = ? AND state IN ('succeeded', 'failed') AND expires_at <= ?",
 		get:       get,
 		getShared: get + " LOCK IN SHARE MODE",
 		getExcl:   get + " FOR UPDATE",
-		finish: "UPDATE " + t + " SET state = ?, result = ?, completed_at = ?, expires_at = ? " +
+		finish: up + "state = ?, result = ?, completed_at = ?, expires_at = ? " +
 			"WHERE scope = ? AND `key` = ? AND fence = ? AND attempt_id = ? AND state = ?",
 		// Finish in one round trip (multiStatements, on Open's pool): read
 		// the record, UPDATE it if fence, attempt and state allow, and
 		// report ROW_COUNT(). The read comes first, as in the two-trip
 		// path, so a record that moves on after the write cannot hide it.
-		finishOne: get + "; UPDATE " + t + " SET state = ?, result = ?, completed_at = ?, expires_at = ? " +
+		finishOne: get + "; " + up + "state = ?, result = ?, completed_at = ?, expires_at = ? " +
 			"WHERE scope = ? AND `key` = ? AND fence = ? AND attempt_id = ? AND state IN ('in_progress', 'unknown'); " +
 			"SELECT ROW_COUNT()",
 		// Finish when the caller holds the claim: the UPDATE also checks
 		// every column it does not write against the claim, so a changed
 		// row means the record is the claim with the written fields over
 		// it, and nothing needs to be read back.
-		finishKnown: "UPDATE " + t + " SET state = ?, result = ?, completed_at = ?, expires_at = ? " +
+		finishKnown: up + "state = ?, result = ?, completed_at = ?, expires_at = ? " +
 			"WHERE scope = ? AND `key` = ? AND fence = ? AND attempt_id = ? AND state IN ('in_progress', 'unknown') " +
 			"AND fingerprint = ? AND intent <=> ? AND mark = ? AND created_at = ? AND lease_until <=> ?",
-		unknownOne: get + "; UPDATE " + t + " SET state = 'unknown', completed_at = ? " +
+		unknownOne: get + "; " + up + "state = 'unknown', completed_at = ? " +
 			"WHERE scope = ? AND `key` = ? AND fence = ? AND attempt_id = ? AND state = 'in_progress'; " +
 			"SELECT ROW_COUNT()",
-		heartbeat: "UPDATE " + t + " SET lease_until = ? " +
+		heartbeat: up + "lease_until = ? " +
 			"WHERE scope = ? AND `key` = ? AND fence = ? AND attempt_id = ? AND state = 'in_progress'",
 		release: "DELETE FROM " + t + " WHERE scope = ? AND `key` = ? AND fence = ? AND attempt_id = ? " +
 			"AND state IN ('in_progress', 'unknown')",
-		resolveTo: "UPDATE " + t + " SET state = ?, fence = fence + 1, attempt_id = ?, result = ?, " +
+		resolveTo: up + "state = ?, fence = fence + 1, attempt_id = ?, result = ?, " +
 			"lease_until = ?, completed_at = ?, expires_at = ? WHERE scope = ? AND `key` = ? AND fence = ? AND state = ?",
 		resolveDel: "DELETE FROM " + t + " WHERE scope = ? AND `key` = ? AND fence = ? AND state = ?",
-		setMark:    "UPDATE " + t + " SET mark = ? WHERE scope = ? AND `key` = ? AND fence = ?",
+		setMark:    up + "mark = ? WHERE scope = ? AND `key` = ? AND fence = ?",
 		// ORDER BY the expires_at index (which carries the primary key)
 		// makes the batch deterministic, as statement-based replication
 		// requires of DELETE … LIMIT.
