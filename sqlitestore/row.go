@@ -147,6 +147,14 @@ const getQuery = `SELECT fingerprint, state, fence, attempt_id, intent, result, 
 	created_at, lease_until, completed_at, expires_at
 	FROM idem_records WHERE scope = ? AND key = ?`
 
+// getScan is what get allocates: the record it returns and the
+// destinations of its scan.
+type getScan struct {
+	r  idem.Record
+	t  scanTemps
+	fp sql.RawBytes
+}
+
 // get reads the record at (scope, key); ErrNotFound when there is none.
 func (o ops) get(ctx context.Context, q querier, scope, key string) (*idem.Record, error) {
 	rows, err := q.QueryContext(ctx, getQuery, scope, key)
@@ -160,19 +168,18 @@ func (o ops) get(ctx context.Context, q querier, scope, key string) (*idem.Recor
 		}
 		return nil, notFound(scope, key)
 	}
-	r := &idem.Record{Scope: scope, Key: key}
-	// The fingerprint is copied into the record's array, so the driver's
-	// bytes are borrowed (until Close) rather than cloned.
-	var (
-		fp sql.RawBytes
-		t  scanTemps
-	)
-	err = rows.Scan(&fp, &t.state, &r.Fence, &r.AttemptID, &r.Intent, &r.Result,
+	// One allocation holds the record and the scan's temporaries; the
+	// fingerprint is copied into the record's array, so the driver's bytes
+	// are borrowed (until Close) rather than cloned.
+	g := &getScan{r: idem.Record{Scope: scope, Key: key}}
+	r, t := &g.r, &g.t
+	err = rows.Scan(&g.fp, &t.state, &r.Fence, &r.AttemptID, &r.Intent, &r.Result,
 		&t.mark, &t.created, &t.lease, &t.completed, &t.expires)
 	if err != nil {
 		return nil, err
 	}
-	copy(r.Fingerprint[:], fp)
+	copy(r.Fingerprint[:], g.fp)
+	g.fp = nil
 	t.fill(r)
 	return r, rows.Close()
 }
