@@ -34,10 +34,15 @@ func notFound(scope, key string) error {
 // ErrNotFound, and every other failure is an *idem.StoreError (matching
 // ErrStoreUnavailable), which keeps the driver error for errors.As.
 func translate(op string, err error) error {
+	if err == nil {
+		return nil // before pe below, which escapes: no allocation on success
+	}
+	return translateErr(op, err)
+}
+
+func translateErr(op string, err error) error {
 	var pe *paramError
 	switch {
-	case err == nil:
-		return nil
 	case errors.Is(err, idem.ErrFenced), errors.Is(err, idem.ErrNotFound),
 		errors.Is(err, idem.ErrInvalidKey), errors.Is(err, idem.ErrClosed),
 		errors.As(err, &pe):

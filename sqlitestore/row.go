@@ -47,28 +47,38 @@ type scanner interface{ Scan(dest ...any) error }
 
 func scanRecord(sc scanner) (*idem.Record, error) {
 	var (
-		r                         idem.Record
-		fp                        []byte
-		state, mark               string
-		created                   int64
-		lease, completed, expires sql.NullInt64
+		r  idem.Record
+		fp []byte
+		t  scanTemps
 	)
-	err := sc.Scan(&r.Scope, &r.Key, &fp, &state, &r.Fence, &r.AttemptID, &r.Intent, &r.Result,
-		&mark, &created, &lease, &completed, &expires)
+	err := sc.Scan(&r.Scope, &r.Key, &fp, &t.state, &r.Fence, &r.AttemptID, &r.Intent, &r.Result,
+		&t.mark, &t.created, &t.lease, &t.completed, &t.expires)
 	if err != nil {
 		return nil, err
 	}
 	copy(r.Fingerprint[:], fp)
-	r.State, r.Mark = idem.State(state), idem.Mark(mark)
-	r.CreatedAt = time.UnixMicro(created).UTC()
-	r.LeaseUntil, r.CompletedAt, r.ExpiresAt = fromMicros(lease), fromMicros(completed), fromMicros(expires)
+	t.fill(&r)
+	return &r, nil
+}
+
+// scanTemps are the columns that need converting into a Record.
+type scanTemps struct {
+	state, mark               string
+	created                   int64
+	lease, completed, expires sql.NullInt64
+}
+
+// fill sets r's converted fields, and keeps an empty intent or result nil.
+func (t *scanTemps) fill(r *idem.Record) {
+	r.State, r.Mark = idem.State(t.state), idem.Mark(t.mark)
+	r.CreatedAt = time.UnixMicro(t.created).UTC()
+	r.LeaseUntil, r.CompletedAt, r.ExpiresAt = fromMicros(t.lease), fromMicros(t.completed), fromMicros(t.expires)
 	if len(r.Intent) == 0 {
 		r.Intent = nil
 	}
 	if len(r.Result) == 0 {
 		r.Result = nil
 	}
-	return &r, nil
 }
 
 // writeReturning runs a writing statement ending in RETURNING columns and
@@ -129,11 +139,47 @@ func blob(b []byte) any {
 	return b
 }
 
+// getQuery reads a record by its key. It selects neither scope nor key:
+// the primary key compares them byte for byte (BINARY collation), so the
+// row's are the caller's, and reading them back would only cost two more
+// columns and two strings on every replay.
+const getQuery = `SELECT fingerprint, state, fence, attempt_id, intent, result, mark,
+	created_at, lease_until, completed_at, expires_at
+	FROM idem_records WHERE scope = ? AND key = ?`
+
+// getScan is what get allocates: the record it returns and the
+// destinations of its scan.
+type getScan struct {
+	r  idem.Record
+	t  scanTemps
+	fp sql.RawBytes
+}
+
+// get reads the record at (scope, key); ErrNotFound when there is none.
 func (o ops) get(ctx context.Context, q querier, scope, key string) (*idem.Record, error) {
-	r, err := scanRecord(q.QueryRowContext(ctx,
-		`SELECT `+columns+` FROM idem_records WHERE scope = ? AND key = ?`, scope, key))
-	if err == sql.ErrNoRows {
+	rows, err := q.QueryContext(ctx, getQuery, scope, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
 		return nil, notFound(scope, key)
 	}
-	return r, err
+	// One allocation holds the record and the scan's temporaries; the
+	// fingerprint is copied into the record's array, so the driver's bytes
+	// are borrowed (until Close) rather than cloned.
+	g := &getScan{r: idem.Record{Scope: scope, Key: key}}
+	r, t := &g.r, &g.t
+	err = rows.Scan(&g.fp, &t.state, &r.Fence, &r.AttemptID, &r.Intent, &r.Result,
+		&t.mark, &t.created, &t.lease, &t.completed, &t.expires)
+	if err != nil {
+		return nil, err
+	}
+	copy(r.Fingerprint[:], g.fp)
+	g.fp = nil
+	t.fill(r)
+	return r, rows.Close()
 }
