@@ -192,9 +192,11 @@ func (d *decoder) time(what string) time.Time {
 	return time.UnixMicro(n).UTC()
 }
 
-// str reads a length-prefixed string.
+// str reads a length-prefixed string. A bad length is reported as a bad
+// what (no " length" suffix is built: that would cost an allocation on
+// every read, corrupt or not).
 func (d *decoder) str(what string) string {
-	n := d.int(':', what+" length")
+	n := d.int(':', what)
 	if d.err != nil {
 		return ""
 	}

@@ -214,11 +214,58 @@ func (s *Store) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, 
 		return nil, fmt.Errorf("redisstore: finish: state %q is not succeeded, failed or unknown", p.State)
 	}
 	tok, meta := s.finishArgs(&p)
+	if rd, ok := s.client.(rawDoer); ok {
+		if v, done, err := s.finishRaw(ctx, rd, &p, tok, meta); done {
+			if err != nil {
+				return nil, storeErr("finish", err)
+			}
+			return recordFrom("finish", v)
+		}
+	}
 	res, err := s.run(ctx, "finish", finishScript, p.Scope, p.Key, tok, meta, p.Result, s.pubArg)
 	if err != nil {
 		return nil, err
 	}
 	return recordFrom("finish", res)
+}
+
+// finishSHA is finishScript's hash, boxed once.
+var finishSHA interface{} = finishScript.Hash()
+
+// argBytes passes a []byte to go-redis through a pointer, which an
+// interface holds without an allocation of its own.
+type argBytes []byte
+
+// MarshalBinary implements encoding.BinaryMarshaler for go-redis's writer.
+func (b *argBytes) MarshalBinary() ([]byte, error) { return *b, nil }
+
+// finishCall holds one EVALSHA of finishScript: its arguments point into
+// the same allocation, so building the command costs one allocation
+// rather than one per argument.
+type finishCall struct {
+	args              [9]interface{}
+	rec, ch           string
+	tok, meta, result argBytes
+}
+
+// finishRaw sends finishScript by EVALSHA as DoRaw and reads the reply
+// itself: a bulk string, the stored value or a status word. done is false
+// when the reply is anything else, such as NOSCRIPT, a redirect or a
+// script error (each raised before the script writes); the caller then
+// runs the script through go-redis's Script.Run, whose handling loads the
+// script, follows redirects and returns errors. Running finishScript twice
+// is harmless: a repeated outcome answers the stored value. A transport
+// error is returned as it is (go-redis already retried).
+func (s *Store) finishRaw(ctx context.Context, rd rawDoer, p *idem.FinishParams, tok, meta []byte) (v string, done bool, err error) {
+	fc := &finishCall{tok: tok, meta: meta, result: p.Result}
+	fc.rec, fc.ch = s.recChanKeys(p.Scope, p.Key)
+	fc.args = [9]interface{}{"evalsha", finishSHA, "2", &fc.rec, &fc.ch, &fc.tok, &fc.meta, &fc.result, s.pubArg}
+	raw, err := rd.DoRaw(ctx, fc.args[:]...).Bytes()
+	if err != nil {
+		return "", true, err
+	}
+	v, found, ok := parseBulk(raw)
+	return v, ok && found, nil
 }
 
 // finishArgs builds finishScript's token and meta arguments in one buffer.
