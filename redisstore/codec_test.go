@@ -34,7 +34,15 @@ func TestCodecRoundTrip(t *testing.T) {
 			t.Fatalf("decoded %+v\nwant    %+v", *r, want)
 		}
 	}
-	for _, bad := range []string{"", "I", "I1", "I1x1:1:a", "I1p1:9:a", "I1p1:1:a;;0:;;0:0:0:", "I1p1:1:a;;0:;;0:0:0:" + strings.Repeat("f", 31)} {
+	// okTail completes "I1p1:1:a" into a valid value.
+	const okTail = ";;0:;;0:0:0:" + "ffffffffffffffffffffffffffffffff"
+	if _, err := decodeRecord("I1p1:1:a" + okTail); err != nil {
+		t.Fatalf("valid value: %v", err)
+	}
+	for _, bad := range []string{"", "I", "I1", "I1x1:1:a", "I1p1:9:a", "I1p1:1:a;;0:;;0:0:0:", "I1p1:1:a;;0:;;0:0:0:" + strings.Repeat("f", 31),
+		// numbers: negative or empty fences and lengths, overflow, stray signs and digits
+		"I1p-1:1:a" + okTail, "I1p:1:a" + okTail, "I1p1:-1:a" + okTail, "I1p99999999999999999999:1:a" + okTail,
+		"I1p1:1:a-;;" + okTail[2:], "I1p1:1:a1x;;" + okTail[2:], "I1p1:1:a" + okTail[:5] + "-" + okTail[5:]} {
 		if _, err := decodeRecord(bad); err == nil {
 			t.Errorf("decoded %q", bad)
 		}

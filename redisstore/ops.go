@@ -433,7 +433,9 @@ func (s *Store) pexpireAt(t time.Time) string {
 // error. A transport error is returned as it is (go-redis already retried).
 func setNXGet(ctx context.Context, c claimConn, rec string, val []byte) (string, bool, error) {
 	if rd, ok := c.(rawDoer); ok {
-		raw, err := rd.DoRaw(ctx, "set", rec, val, "nx", "get").Bytes()
+		sc := &setNXGetCall{rec: rec, val: val}
+		sc.args = [5]interface{}{"set", &sc.rec, &sc.val, "nx", "get"}
+		raw, err := rd.DoRaw(ctx, sc.args[:]...).Bytes()
 		if err != nil {
 			return "", false, err
 		}
@@ -446,6 +448,14 @@ func setNXGet(ctx context.Context, c claimConn, rec string, val []byte) (string,
 		return "", false, nil
 	}
 	return v, err == nil, err
+}
+
+// setNXGetCall holds the arguments of one SET NX GET in one allocation
+// (see finishCall).
+type setNXGetCall struct {
+	args [5]interface{}
+	rec  string
+	val  argBytes
 }
 
 // parseBulk reads a RESP bulk-string or null reply (RESP2 or RESP3).
