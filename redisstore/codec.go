@@ -118,7 +118,11 @@ func claimValue(p *idem.ClaimParams) (pre string, post []byte) {
 // newClaimValue is the whole value of a first claim (fence 1), as SET NX
 // GET writes it.
 func newClaimValue(p *idem.ClaimParams) []byte {
-	b := make([]byte, 0, 72+len(p.AttemptID)+len(p.Scope)+len(p.Key)+len(p.Intent))
+	// The fixed part is up to 2+1+1 (version, state, fence), 4 separators
+	// and 3 empty lengths, 2 times of up to 20 bytes, 3 length prefixes of
+	// up to 21 bytes and the fingerprint: 136 bytes holds it without a
+	// second allocation.
+	b := make([]byte, 0, 136+len(p.AttemptID)+len(p.Scope)+len(p.Key)+len(p.Intent))
 	b = append(b, layoutVersion...)
 	b = append(b, codeInProgress, '1')
 	return appendClaimTail(b, p)

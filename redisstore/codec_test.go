@@ -146,3 +146,15 @@ func TestRecChanKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestNewClaimValueOneAllocation: the claim's value is built in one
+// allocation, whatever the lengths (a short capacity estimate grows the
+// buffer, a second allocation and a copy).
+func TestNewClaimValueOneAllocation(t *testing.T) {
+	now := time.Unix(1<<40, 999)
+	p := idem.ClaimParams{Scope: "scope", Key: "k", AttemptID: strings.Repeat("a", 32), Intent: []byte("{}"),
+		Now: now, LeaseUntil: now.Add(time.Hour)}
+	if n := testing.AllocsPerRun(100, func() { _ = newClaimValue(&p) }); n != 1 {
+		t.Fatalf("newClaimValue: %v allocations, want 1", n)
+	}
+}
