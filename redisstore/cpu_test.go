@@ -183,3 +183,68 @@ func cmdUsec(ctx context.Context, c *redis.Client) float64 {
 	}
 	return total
 }
+
+// TestScriptCost (IDEM_CPU_REDIS as above: it is flushed) runs finishScript
+// on fresh in_progress records, pipelined, with and without the publish,
+// and logs the server's usec per EVALSHA (INFO commandstats).
+func TestScriptCost(t *testing.T) {
+	u := os.Getenv("IDEM_CPU_REDIS")
+	if u == "" {
+		t.Skip("IDEM_CPU_REDIS not set")
+	}
+	opt, err := redis.ParseURL(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	ctx := context.Background()
+	s, err := New(c, Config{Prefix: "sc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	const n, batch = 20000, 500
+	attempt := "0123456789abcdef0123456789abcdef"
+	result := []byte(`{"id":"ch_0123456789","status":"succeeded","amount":1000}`)
+	perCall := func(pub interface{}) float64 {
+		c.FlushAll(ctx)
+		for b := 0; b < n; b += batch {
+			pl := c.Pipeline()
+			for i := b; i < b+batch; i++ {
+				p := idem.ClaimParams{Scope: "s", Key: strconv.Itoa(i), AttemptID: attempt, Now: now,
+					LeaseUntil: now.Add(time.Minute), Intent: []byte("{}")}
+				pl.Set(ctx, s.recKey(p.Scope, p.Key), newClaimValue(&p), 0)
+			}
+			if _, err := pl.Exec(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.ConfigResetStat(ctx)
+		for b := 0; b < n; b += batch {
+			pl := c.Pipeline()
+			for i := b; i < b+batch; i++ {
+				fp := idem.FinishParams{Scope: "s", Key: strconv.Itoa(i), Fence: 1, AttemptID: attempt,
+					State: idem.StateSucceeded, Result: result, CompletedAt: now, ExpiresAt: now.Add(time.Hour)}
+				tok, meta := s.finishArgs(&fp)
+				rec, ch := s.recChanKeys(fp.Scope, fp.Key)
+				pl.EvalSha(ctx, finishScript.Hash(), []string{rec, ch}, tok, meta, fp.Result, pub)
+			}
+			if _, err := pl.Exec(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, line := range strings.Split(c.Info(ctx, "commandstats").Val(), "\n") {
+			if strings.HasPrefix(line, "cmdstat_evalsha:") {
+				v := line[strings.Index(line, "usec_per_call=")+len("usec_per_call="):]
+				f, _ := strconv.ParseFloat(v[:strings.IndexByte(v, ',')], 64)
+				return f
+			}
+		}
+		return 0
+	}
+	for range 4 {
+		t.Logf("finish usec/call: spublish %.2f, none %.2f", perCall("spublish"), perCall(""))
+	}
+}
