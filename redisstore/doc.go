@@ -80,6 +80,21 @@
 // engine's own work on the client, the finish script's Lua overhead and
 // the record encoding, on two cores shared by client and server.
 //
+// On the client, the claim's SET NX GET and Finish's EVALSHA both go as
+// DoRaw with their arguments held by pointer in one allocation, and the
+// replies are read without go-redis's generic Cmd; the record decoder
+// parses numbers in one pass. A first-time request through the engine
+// makes 29 allocations (45 before; raw SET NX + HSET: 21), of which the
+// engine's finish context (a timer armed when go-redis asks for Done), its
+// effect context and attempt id account for 6. On the server the finish
+// script costs about 6–9 µs per call on fresh keys under load, with or
+// without its SPUBLISH (no measurable difference), against a few µs for
+// the raw HSET; a pre-loaded FUNCTION (FCALL) costs the same as EVALSHA.
+// TestCPUPerRequest and TestScriptCost (cpu_test.go, gated by
+// IDEM_CPU_REDIS) measure CPU per request and the script's server time,
+// which stay comparable on a loaded machine where wall-clock ratios do
+// not.
+//
 // # Retention
 //
 // When a record becomes succeeded or failed it gets a Redis TTL at
