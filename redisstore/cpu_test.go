@@ -227,9 +227,9 @@ func TestScriptCost(t *testing.T) {
 			for i := b; i < b+batch; i++ {
 				fp := idem.FinishParams{Scope: "s", Key: strconv.Itoa(i), Fence: 1, AttemptID: attempt,
 					State: idem.StateSucceeded, Result: result, CompletedAt: now, ExpiresAt: now.Add(time.Hour)}
-				tok, meta := s.finishArgs(&fp)
+				tok, meta, hint := s.finishArgs(&fp)
 				rec, ch := s.recChanKeys(fp.Scope, fp.Key)
-				pl.EvalSha(ctx, finishScript.Hash(), []string{rec, ch}, tok, meta, fp.Result, pub)
+				pl.EvalSha(ctx, finishScript.Hash(), []string{rec, ch}, tok, meta, fp.Result, pub, hint)
 			}
 			if _, err := pl.Exec(ctx); err != nil {
 				t.Fatal(err)

@@ -213,20 +213,61 @@ func (s *Store) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, 
 	if p.State != idem.StateSucceeded && p.State != idem.StateFailed && p.State != idem.StateUnknown {
 		return nil, fmt.Errorf("redisstore: finish: state %q is not succeeded, failed or unknown", p.State)
 	}
-	tok, meta := s.finishArgs(&p)
+	tok, meta, hint := s.finishArgs(&p)
 	if rd, ok := s.client.(rawDoer); ok {
-		if v, done, err := s.finishRaw(ctx, rd, &p, tok, meta); done {
+		if v, done, err := s.finishRaw(ctx, rd, &p, tok, meta, hint); done {
 			if err != nil {
 				return nil, storeErr("finish", err)
 			}
-			return recordFrom("finish", v)
+			return finishRecord(&p, v)
 		}
 	}
-	res, err := s.run(ctx, "finish", finishScript, p.Scope, p.Key, tok, meta, p.Result, s.pubArg)
+	res, err := s.run(ctx, "finish", finishScript, p.Scope, p.Key, tok, meta, p.Result, s.pubArg, hint)
 	if err != nil {
 		return nil, err
 	}
-	return recordFrom("finish", res)
+	return finishRecord(&p, res)
+}
+
+// appendHint appends p.Claim encoded for finishScript: the bytes that
+// follow the result in the claim's value. It appends nothing when
+// p.Claim is no hint (not this attempt's in_progress claim).
+func appendHint(b []byte, p *idem.FinishParams) []byte {
+	c := &p.Claim
+	if c.State != idem.StateInProgress || c.Fence != p.Fence || c.AttemptID != p.AttemptID ||
+		c.Scope != p.Scope || c.Key != p.Key || p.State == idem.StateUnknown {
+		return b
+	}
+	b = appendTime(b, c.LeaseUntil)
+	b = append(b, ';')
+	b = appendTime(b, c.CreatedAt)
+	b = append(b, ';')
+	return appendLen(b, string(c.Mark))
+}
+
+// nilIfEmpty shares b, read-only, as the contract allows; empty reads as
+// nil, as decodeRecord gives it.
+func nilIfEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// finishRecord is Finish's answer: for "hint", the record built from the
+// claim the script found still stored; otherwise the decoded value (or
+// the status word's error).
+func finishRecord(p *idem.FinishParams, res string) (*idem.Record, error) {
+	if res != "hint" {
+		return recordFrom("finish", res)
+	}
+	c := &p.Claim
+	return &idem.Record{
+		Scope: p.Scope, Key: p.Key, Fingerprint: c.Fingerprint, State: p.State,
+		Fence: p.Fence, AttemptID: p.AttemptID, Intent: nilIfEmpty(c.Intent), Result: nilIfEmpty(p.Result),
+		CreatedAt: utcMicro(c.CreatedAt), LeaseUntil: utcMicro(c.LeaseUntil),
+		CompletedAt: utcMicro(p.CompletedAt), ExpiresAt: utcMicro(p.ExpiresAt), Mark: c.Mark,
+	}, nil
 }
 
 // finishSHA is finishScript's hash, boxed once.
@@ -243,9 +284,9 @@ func (b *argBytes) MarshalBinary() ([]byte, error) { return *b, nil }
 // the same allocation, so building the command costs one allocation
 // rather than one per argument.
 type finishCall struct {
-	args              [9]interface{}
-	rec, ch           string
-	tok, meta, result argBytes
+	args                    [10]interface{}
+	rec, ch                 string
+	tok, meta, result, hint argBytes
 }
 
 // finishRaw sends finishScript by EVALSHA as DoRaw and reads the reply
@@ -256,10 +297,10 @@ type finishCall struct {
 // script, follows redirects and returns errors. Running finishScript twice
 // is harmless: a repeated outcome answers the stored value. A transport
 // error is returned as it is (go-redis already retried).
-func (s *Store) finishRaw(ctx context.Context, rd rawDoer, p *idem.FinishParams, tok, meta []byte) (v string, done bool, err error) {
-	fc := &finishCall{tok: tok, meta: meta, result: p.Result}
+func (s *Store) finishRaw(ctx context.Context, rd rawDoer, p *idem.FinishParams, tok, meta, hint []byte) (v string, done bool, err error) {
+	fc := &finishCall{tok: tok, meta: meta, result: p.Result, hint: hint}
 	fc.rec, fc.ch = s.recChanKeys(p.Scope, p.Key)
-	fc.args = [9]interface{}{"evalsha", finishSHA, "2", &fc.rec, &fc.ch, &fc.tok, &fc.meta, &fc.result, s.pubArg}
+	fc.args = [10]interface{}{"evalsha", finishSHA, "2", &fc.rec, &fc.ch, &fc.tok, &fc.meta, &fc.result, s.pubArg, &fc.hint}
 	raw, err := rd.DoRaw(ctx, fc.args[:]...).Bytes()
 	if err != nil {
 		return "", true, err
@@ -268,9 +309,10 @@ func (s *Store) finishRaw(ctx context.Context, rd rawDoer, p *idem.FinishParams,
 	return v, ok && found, nil
 }
 
-// finishArgs builds finishScript's token and meta arguments in one buffer.
-func (s *Store) finishArgs(p *idem.FinishParams) (tok, meta []byte) {
-	b := make([]byte, 0, 96+len(p.AttemptID))
+// finishArgs builds finishScript's token, meta and hint arguments in one
+// buffer.
+func (s *Store) finishArgs(p *idem.FinishParams) (tok, meta, hint []byte) {
+	b := make([]byte, 0, 160+len(p.AttemptID)+len(p.Claim.Mark))
 	b = strconv.AppendInt(b, p.Fence, 10)
 	b = append(b, ':')
 	b = appendLen(b, p.AttemptID)
@@ -280,7 +322,7 @@ func (s *Store) finishArgs(p *idem.FinishParams) (tok, meta []byte) {
 		b = append(b, "|;"...)
 		b = appendTime(b, p.CompletedAt)
 		b = append(b, ';')
-		return b[:n:n], b[n:]
+		return b[:n:n], b[n:], nil
 	}
 	if !p.ExpiresAt.IsZero() {
 		b = strconv.AppendInt(b, p.ExpiresAt.Add(s.grace).UnixMilli(), 10)
@@ -292,7 +334,9 @@ func (s *Store) finishArgs(p *idem.FinishParams) (tok, meta []byte) {
 	b = append(b, ';')
 	b = strconv.AppendInt(b, int64(len(p.Result)), 10)
 	b = append(b, ':')
-	return b[:n:n], b[n:]
+	m := len(b)
+	b = appendHint(b, p)
+	return b[:n:n], b[n:m:m], b[m:]
 }
 
 // stateCodes are the state codes as script arguments.
