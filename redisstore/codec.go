@@ -118,7 +118,11 @@ func claimValue(p *idem.ClaimParams) (pre string, post []byte) {
 // newClaimValue is the whole value of a first claim (fence 1), as SET NX
 // GET writes it.
 func newClaimValue(p *idem.ClaimParams) []byte {
-	b := make([]byte, 0, 72+len(p.AttemptID)+len(p.Scope)+len(p.Key)+len(p.Intent))
+	// The fixed part is up to 2+1+1 (version, state, fence), 4 separators
+	// and 3 empty lengths, 2 times of up to 20 bytes, 3 length prefixes of
+	// up to 21 bytes and the fingerprint: 136 bytes holds it without a
+	// second allocation.
+	b := make([]byte, 0, 136+len(p.AttemptID)+len(p.Scope)+len(p.Key)+len(p.Intent))
 	b = append(b, layoutVersion...)
 	b = append(b, codeInProgress, '1')
 	return appendClaimTail(b, p)
@@ -152,49 +156,62 @@ func (d *decoder) fail(what string) {
 	}
 }
 
-// until returns the bytes up to the next sep and steps past it.
-func (d *decoder) until(sep byte, what string) string {
+// num reads a decimal up to sep and steps past it, in one pass (no search
+// then parse); a leading '-' only when signed. An empty number reads as 0
+// with empty true.
+func (d *decoder) num(sep byte, what string, signed bool) (n int64, empty bool) {
 	if d.err != nil {
-		return ""
+		return 0, false
 	}
-	j := strings.IndexByte(d.v[d.i:], sep)
-	if j < 0 {
-		d.fail(what)
-		return ""
+	i, neg := d.i, false
+	if signed && i < len(d.v) && d.v[i] == '-' {
+		i, neg = i+1, true
 	}
-	s := d.v[d.i : d.i+j]
-	d.i += j + 1
-	return s
+	start := i
+	for ; i < len(d.v); i++ {
+		c := d.v[i]
+		if c == sep {
+			if neg {
+				if i == start {
+					break
+				}
+				n = -n
+			}
+			empty = i == d.i
+			d.i = i + 1
+			return n, empty
+		}
+		if c < '0' || c > '9' || n > (1<<63-1-9)/10 {
+			break
+		}
+		n = n*10 + int64(c-'0')
+	}
+	d.fail(what)
+	return 0, false
 }
 
 func (d *decoder) int(sep byte, what string) int64 {
-	s := d.until(sep, what)
-	if d.err != nil {
-		return 0
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
+	n, empty := d.num(sep, what, false)
+	if empty {
 		d.fail(what)
 	}
 	return n
 }
 
+// time reads Unix microseconds up to ';'; empty is the zero time.
 func (d *decoder) time(what string) time.Time {
-	s := d.until(';', what)
-	if d.err != nil || s == "" {
-		return time.Time{}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		d.fail(what)
+	n, empty := d.num(';', what, true)
+	if d.err != nil || empty {
 		return time.Time{}
 	}
 	return time.UnixMicro(n).UTC()
 }
 
-// str reads a length-prefixed string.
+// str reads a length-prefixed string. A bad length is reported as a bad
+// what (no " length" suffix is built: that would cost an allocation on
+// every read, corrupt or not).
 func (d *decoder) str(what string) string {
-	n := d.int(':', what+" length")
+	n := d.int(':', what)
 	if d.err != nil {
 		return ""
 	}

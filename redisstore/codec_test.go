@@ -34,7 +34,15 @@ func TestCodecRoundTrip(t *testing.T) {
 			t.Fatalf("decoded %+v\nwant    %+v", *r, want)
 		}
 	}
-	for _, bad := range []string{"", "I", "I1", "I1x1:1:a", "I1p1:9:a", "I1p1:1:a;;0:;;0:0:0:", "I1p1:1:a;;0:;;0:0:0:" + strings.Repeat("f", 31)} {
+	// okTail completes "I1p1:1:a" into a valid value.
+	const okTail = ";;0:;;0:0:0:" + "ffffffffffffffffffffffffffffffff"
+	if _, err := decodeRecord("I1p1:1:a" + okTail); err != nil {
+		t.Fatalf("valid value: %v", err)
+	}
+	for _, bad := range []string{"", "I", "I1", "I1x1:1:a", "I1p1:9:a", "I1p1:1:a;;0:;;0:0:0:", "I1p1:1:a;;0:;;0:0:0:" + strings.Repeat("f", 31),
+		// numbers: negative or empty fences and lengths, overflow, stray signs and digits
+		"I1p-1:1:a" + okTail, "I1p:1:a" + okTail, "I1p1:-1:a" + okTail, "I1p99999999999999999999:1:a" + okTail,
+		"I1p1:1:a-;;" + okTail[2:], "I1p1:1:a1x;;" + okTail[2:], "I1p1:1:a" + okTail[:5] + "-" + okTail[5:]} {
 		if _, err := decodeRecord(bad); err == nil {
 			t.Errorf("decoded %q", bad)
 		}
@@ -136,5 +144,17 @@ func TestRecChanKeys(t *testing.T) {
 		if rec != s.recKey(pr[0], pr[1]) || ch != chanKey(rec) {
 			t.Errorf("%q: recChanKeys = %q, %q; want %q, %q", pr, rec, ch, s.recKey(pr[0], pr[1]), chanKey(s.recKey(pr[0], pr[1])))
 		}
+	}
+}
+
+// TestNewClaimValueOneAllocation: the claim's value is built in one
+// allocation, whatever the lengths (a short capacity estimate grows the
+// buffer, a second allocation and a copy).
+func TestNewClaimValueOneAllocation(t *testing.T) {
+	now := time.Unix(1<<40, 999)
+	p := idem.ClaimParams{Scope: "scope", Key: "k", AttemptID: strings.Repeat("a", 32), Intent: []byte("{}"),
+		Now: now, LeaseUntil: now.Add(time.Hour)}
+	if n := testing.AllocsPerRun(100, func() { _ = newClaimValue(&p) }); n != 1 {
+		t.Fatalf("newClaimValue: %v allocations, want 1", n)
 	}
 }

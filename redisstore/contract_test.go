@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -486,4 +487,48 @@ func TestWaitConfig(t *testing.T) {
 	if !hasAOF && err == nil {
 		t.Fatal("New with WAITAOF on a server without it succeeded")
 	}
+}
+
+// TestFinishClaimHint: with the caller's claim as a hint, Finish answers
+// the record the store holds: built from the claim when the stored value
+// still holds the claim's lease, created time and mark, read back when a
+// heartbeat or a mark changed them since.
+func TestFinishClaimHint(t *testing.T) {
+	forBackends(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := context.Background()
+		s := newStoreOn(t, c, Config{})
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		for i, change := range []string{"none", "heartbeat", "mark"} {
+			cp := claimP(fmt.Sprint("hint-", i), "a1", now)
+			cp.Intent = []byte(`{"x":1}`)
+			claim := mustClaim(t, s, cp).Record
+			switch change {
+			case "heartbeat":
+				if err := s.Heartbeat(ctx, idem.HeartbeatParams{Scope: claim.Scope, Key: claim.Key, Fence: claim.Fence,
+					AttemptID: claim.AttemptID, LeaseUntil: now.Add(time.Hour)}); err != nil {
+					t.Fatal(err)
+				}
+			case "mark":
+				if err := s.SetMark(ctx, claim.Scope, claim.Key, claim.Fence, idem.Mark("m")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fp := finishP(claim, idem.StateSucceeded, "v", now)
+			fp.Claim = claim
+			got, err := s.Finish(ctx, fp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored, err := s.Get(ctx, claim.Scope, claim.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, stored) {
+				t.Fatalf("%s: Finish answered %+v\nstored %+v", change, got, stored)
+			}
+			if got2, err := s.Finish(ctx, fp); err != nil || !reflect.DeepEqual(got2, stored) {
+				t.Fatalf("%s: retried Finish = %+v, %v", change, got2, err)
+			}
+		}
+	})
 }

@@ -213,17 +213,106 @@ func (s *Store) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, 
 	if p.State != idem.StateSucceeded && p.State != idem.StateFailed && p.State != idem.StateUnknown {
 		return nil, fmt.Errorf("redisstore: finish: state %q is not succeeded, failed or unknown", p.State)
 	}
-	tok, meta := s.finishArgs(&p)
-	res, err := s.run(ctx, "finish", finishScript, p.Scope, p.Key, tok, meta, p.Result, s.pubArg)
+	tok, meta, hint := s.finishArgs(&p)
+	if rd, ok := s.client.(rawDoer); ok {
+		if v, done, err := s.finishRaw(ctx, rd, &p, tok, meta, hint); done {
+			if err != nil {
+				return nil, storeErr("finish", err)
+			}
+			return finishRecord(&p, v)
+		}
+	}
+	res, err := s.run(ctx, "finish", finishScript, p.Scope, p.Key, tok, meta, p.Result, s.pubArg, hint)
 	if err != nil {
 		return nil, err
 	}
-	return recordFrom("finish", res)
+	return finishRecord(&p, res)
 }
 
-// finishArgs builds finishScript's token and meta arguments in one buffer.
-func (s *Store) finishArgs(p *idem.FinishParams) (tok, meta []byte) {
-	b := make([]byte, 0, 96+len(p.AttemptID))
+// appendHint appends p.Claim encoded for finishScript: the bytes that
+// follow the result in the claim's value. It appends nothing when
+// p.Claim is no hint (not this attempt's in_progress claim).
+func appendHint(b []byte, p *idem.FinishParams) []byte {
+	c := &p.Claim
+	if c.State != idem.StateInProgress || c.Fence != p.Fence || c.AttemptID != p.AttemptID ||
+		c.Scope != p.Scope || c.Key != p.Key || p.State == idem.StateUnknown {
+		return b
+	}
+	b = appendTime(b, c.LeaseUntil)
+	b = append(b, ';')
+	b = appendTime(b, c.CreatedAt)
+	b = append(b, ';')
+	return appendLen(b, string(c.Mark))
+}
+
+// nilIfEmpty shares b, read-only, as the contract allows; empty reads as
+// nil, as decodeRecord gives it.
+func nilIfEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// finishRecord is Finish's answer: for "hint", the record built from the
+// claim the script found still stored; otherwise the decoded value (or
+// the status word's error).
+func finishRecord(p *idem.FinishParams, res string) (*idem.Record, error) {
+	if res != "hint" {
+		return recordFrom("finish", res)
+	}
+	c := &p.Claim
+	return &idem.Record{
+		Scope: p.Scope, Key: p.Key, Fingerprint: c.Fingerprint, State: p.State,
+		Fence: p.Fence, AttemptID: p.AttemptID, Intent: nilIfEmpty(c.Intent), Result: nilIfEmpty(p.Result),
+		CreatedAt: utcMicro(c.CreatedAt), LeaseUntil: utcMicro(c.LeaseUntil),
+		CompletedAt: utcMicro(p.CompletedAt), ExpiresAt: utcMicro(p.ExpiresAt), Mark: c.Mark,
+	}, nil
+}
+
+// finishSHA is finishScript's hash, boxed once.
+var finishSHA interface{} = finishScript.Hash()
+
+// argBytes passes a []byte to go-redis through a pointer, which an
+// interface holds without an allocation of its own.
+type argBytes []byte
+
+// MarshalBinary implements encoding.BinaryMarshaler for go-redis's writer.
+func (b *argBytes) MarshalBinary() ([]byte, error) { return *b, nil }
+
+// finishCall holds one EVALSHA of finishScript: its arguments point into
+// the same allocation, so building the command costs one allocation
+// rather than one per argument.
+type finishCall struct {
+	args                    [10]interface{}
+	rec, ch                 string
+	tok, meta, result, hint argBytes
+}
+
+// finishRaw sends finishScript by EVALSHA as DoRaw and reads the reply
+// itself: a bulk string, the stored value or a status word. done is false
+// when the reply is anything else, such as NOSCRIPT, a redirect or a
+// script error (each raised before the script writes); the caller then
+// runs the script through go-redis's Script.Run, whose handling loads the
+// script, follows redirects and returns errors. Running finishScript twice
+// is harmless: a repeated outcome answers the stored value. A transport
+// error is returned as it is (go-redis already retried).
+func (s *Store) finishRaw(ctx context.Context, rd rawDoer, p *idem.FinishParams, tok, meta, hint []byte) (v string, done bool, err error) {
+	fc := &finishCall{tok: tok, meta: meta, result: p.Result, hint: hint}
+	fc.rec, fc.ch = s.recChanKeys(p.Scope, p.Key)
+	fc.args = [10]interface{}{"evalsha", finishSHA, "2", &fc.rec, &fc.ch, &fc.tok, &fc.meta, &fc.result, s.pubArg, &fc.hint}
+	raw, err := rd.DoRaw(ctx, fc.args[:]...).Bytes()
+	if err != nil {
+		return "", true, err
+	}
+	v, found, ok := parseBulk(raw)
+	return v, ok && found, nil
+}
+
+// finishArgs builds finishScript's token, meta and hint arguments in one
+// buffer.
+func (s *Store) finishArgs(p *idem.FinishParams) (tok, meta, hint []byte) {
+	b := make([]byte, 0, 160+len(p.AttemptID)+len(p.Claim.Mark))
 	b = strconv.AppendInt(b, p.Fence, 10)
 	b = append(b, ':')
 	b = appendLen(b, p.AttemptID)
@@ -233,7 +322,7 @@ func (s *Store) finishArgs(p *idem.FinishParams) (tok, meta []byte) {
 		b = append(b, "|;"...)
 		b = appendTime(b, p.CompletedAt)
 		b = append(b, ';')
-		return b[:n:n], b[n:]
+		return b[:n:n], b[n:], nil
 	}
 	if !p.ExpiresAt.IsZero() {
 		b = strconv.AppendInt(b, p.ExpiresAt.Add(s.grace).UnixMilli(), 10)
@@ -245,7 +334,9 @@ func (s *Store) finishArgs(p *idem.FinishParams) (tok, meta []byte) {
 	b = append(b, ';')
 	b = strconv.AppendInt(b, int64(len(p.Result)), 10)
 	b = append(b, ':')
-	return b[:n:n], b[n:]
+	m := len(b)
+	b = appendHint(b, p)
+	return b[:n:n], b[n:m:m], b[m:]
 }
 
 // stateCodes are the state codes as script arguments.
@@ -386,7 +477,9 @@ func (s *Store) pexpireAt(t time.Time) string {
 // error. A transport error is returned as it is (go-redis already retried).
 func setNXGet(ctx context.Context, c claimConn, rec string, val []byte) (string, bool, error) {
 	if rd, ok := c.(rawDoer); ok {
-		raw, err := rd.DoRaw(ctx, "set", rec, val, "nx", "get").Bytes()
+		sc := &setNXGetCall{rec: rec, val: val}
+		sc.args = [5]interface{}{"set", &sc.rec, &sc.val, "nx", "get"}
+		raw, err := rd.DoRaw(ctx, sc.args[:]...).Bytes()
 		if err != nil {
 			return "", false, err
 		}
@@ -399,6 +492,14 @@ func setNXGet(ctx context.Context, c claimConn, rec string, val []byte) (string,
 		return "", false, nil
 	}
 	return v, err == nil, err
+}
+
+// setNXGetCall holds the arguments of one SET NX GET in one allocation
+// (see finishCall).
+type setNXGetCall struct {
+	args [5]interface{}
+	rec  string
+	val  argBytes
 }
 
 // parseBulk reads a RESP bulk-string or null reply (RESP2 or RESP3).

@@ -90,7 +90,15 @@ return fence
 // script appends the result and the unchanged rest of the old value, found
 // with three searches.
 //
-// ARGV: token, meta (above), result, pub.
+// ARGV[5] is the caller's claim as a hint (or empty): the bytes that
+// follow the result in the claim's value (lease ";" created ";" len ":"
+// mark). When a terminal outcome is written over an in_progress value
+// that still holds them, the answer is "hint" instead of the new value:
+// everything else the new value holds is fixed by the token (scope, key,
+// fingerprint, intent) or by Finish's arguments, so the caller builds
+// the record from its claim.
+//
+// ARGV: token, meta (above), result, pub, hint.
 var finishScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if not v then return 'fenced' end
@@ -117,6 +125,9 @@ else
     redis.call('SET', KEYS[1], new, 'PXAT', string.sub(meta, 2, bar - 1))
   else
     redis.call('SET', KEYS[1], new)
+  end
+  if st == 'p' and ARGV[5] ~= '' and string.sub(v, rend + 1, rend + #ARGV[5]) == ARGV[5] then
+    new = 'hint'
   end
 end
 if ARGV[4] ~= '' then redis.call(ARGV[4], KEYS[2], 'f') end

@@ -1,0 +1,250 @@
+package redisstore
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idem"
+)
+
+// TestCPUPerRequest measures CPU per first-time request, which stays
+// meaningful on a machine shared with other load where wall-clock ratios
+// do not. It runs requests through the engine over the store and through
+// the raw two commands (SET NX + HSET, as idem bench's baseline), 16 at a
+// time, and logs per request: client CPU (getrusage), server CPU
+// (/proc/<IDEM_CPU_PID>/stat) and the server's command time (INFO
+// commandstats), the minimum over IDEM_CPU_ROUNDS rounds.
+//
+// IDEM_CPU_REDIS=redis://host:port/db names a server of the measurement's
+// own: it is FLUSHALLed between rounds. IDEM_CPU_SIDE=raw|idem runs one
+// side (for -cpuprofile), allocs counts allocations per request;
+// IDEM_CPU_PUBOFF=1 runs the store with PubSubOff.
+func TestCPUPerRequest(t *testing.T) {
+	u := os.Getenv("IDEM_CPU_REDIS")
+	if u == "" {
+		t.Skip("IDEM_CPU_REDIS not set")
+	}
+	opt, err := redis.ParseURL(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	ctx := context.Background()
+	cfg := Config{Prefix: "cpu"}
+	if os.Getenv("IDEM_CPU_PUBOFF") != "" {
+		cfg.PubSub = PubSubOff
+	}
+	s, err := New(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	eng, err := idem.New(s, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	payload := []byte(`{"id":"ch_0123456789","status":"succeeded","amount":1000}`)
+	fp := idem.NewFingerprint([]byte("fp"))
+	handler := func(context.Context, *idem.Attempt) ([]byte, error) { return payload, nil }
+	var seq atomic.Int64
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	idemOp := func(n int64) error {
+		_, err := eng.DoBytes(ctx, idem.Request{Scope: "bench", Key: idem.Key(run + "-" + strconv.FormatInt(n, 10)),
+			Fingerprint: fp, Operation: "bench"}, handler)
+		return err
+	}
+	rawOp := func(n int64) error {
+		k := "cpuraw:" + run + "-" + strconv.FormatInt(n, 10)
+		if err := c.SetNX(ctx, k+":lock", "attempt", time.Hour).Err(); err != nil {
+			return err
+		}
+		now := time.Now().UnixMicro()
+		return c.HSet(ctx, k+":rec", "state", "succeeded", "fence", 1, "fp", fp[:],
+			"attempt", "attempt", "result", payload, "created", now, "completed", now, "expires", now+3600e6).Err()
+	}
+	pid := os.Getenv("IDEM_CPU_PID")
+	n := 20000
+	if v := os.Getenv("IDEM_CPU_N"); v != "" {
+		n, _ = strconv.Atoi(v)
+	}
+	// simple sequential-batch measurement: each side runs n requests over 16 goroutines
+	side := func(op func(int64) error) (cl, sv, cmd float64) {
+		c0, s0, u0 := clientCPU(), serverCPU(pid), cmdUsec(ctx, c)
+		var left atomic.Int64
+		left.Store(int64(n))
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for left.Add(-1) >= 0 {
+					if err := op(seq.Add(1)); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		c1, s1, u1 := clientCPU(), serverCPU(pid), cmdUsec(ctx, c)
+		f := float64(n)
+		return float64(c1-c0) / f, float64(s1-s0) / f, (u1 - u0) / f
+	}
+	if os.Getenv("IDEM_CPU_SIDE") == "allocs" {
+		ra := testing.AllocsPerRun(2000, func() { _ = rawOp(seq.Add(1)) })
+		ia := testing.AllocsPerRun(2000, func() { _ = idemOp(seq.Add(1)) })
+		t.Logf("allocs/request: raw %.1f idem %.1f", ra, ia)
+		return
+	}
+	if os.Getenv("IDEM_CPU_SIDE") == "raw" {
+		rc, rs, ru := side(rawOp)
+		t.Logf("raw only: client %.1fµs server %.1fµs cmd %.1fµs", rc, rs, ru)
+		return
+	}
+	if os.Getenv("IDEM_CPU_SIDE") == "idem" {
+		ic, is, iu := side(idemOp)
+		t.Logf("idem only: client %.1fµs server %.1fµs cmd %.1fµs", ic, is, iu)
+		return
+	}
+	// Rounds alternate the sides on a flushed server (IDEM_CPU_REDIS must name a
+	// server of the measurement's own); the minimum of each figure is the
+	// least disturbed by other load on the machine.
+	rounds := 6
+	if v := os.Getenv("IDEM_CPU_ROUNDS"); v != "" {
+		rounds, _ = strconv.Atoi(v)
+	}
+	minOf := func(m *[3]float64, a, b, c float64) {
+		for i, v := range [3]float64{a, b, c} {
+			if m[i] == 0 || v < m[i] {
+				m[i] = v
+			}
+		}
+	}
+	var rawMin, idemMin [3]float64
+	for range rounds {
+		c.FlushAll(ctx)
+		rc, rs, ru := side(rawOp)
+		minOf(&rawMin, rc, rs, ru)
+		c.FlushAll(ctx)
+		ic, is, iu := side(idemOp)
+		minOf(&idemMin, ic, is, iu)
+	}
+	t.Logf("min over %d rounds: raw client %.1fµs server %.1fµs cmd %.1fµs | idem client %.1fµs server %.1fµs cmd %.1fµs | raw/idem client %.2f server %.2f client+server %.2f",
+		rounds, rawMin[0], rawMin[1], rawMin[2], idemMin[0], idemMin[1], idemMin[2],
+		rawMin[0]/idemMin[0], rawMin[1]/idemMin[1], (rawMin[0]+rawMin[1])/(idemMin[0]+idemMin[1]))
+}
+
+// clientCPU is this process's user+system CPU in µs.
+func clientCPU() int64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Utime.Sec*1e6 + int64(ru.Utime.Usec) + ru.Stime.Sec*1e6 + int64(ru.Stime.Usec)
+}
+
+// serverCPU is the server process's user+system CPU in µs (clock ticks of 10ms).
+func serverCPU(pid string) int64 {
+	if pid == "" {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return (ut + st) * 10000
+}
+
+// cmdUsec sums the usec of every command in INFO commandstats.
+func cmdUsec(ctx context.Context, c *redis.Client) float64 {
+	var total float64
+	for _, line := range strings.Split(c.Info(ctx, "commandstats").Val(), "\n") {
+		i := strings.Index(line, "usec=")
+		if i < 0 || strings.HasPrefix(line, "cmdstat_info:") {
+			continue
+		}
+		v := line[i+5:]
+		v = v[:strings.IndexByte(v, ',')]
+		f, _ := strconv.ParseFloat(v, 64)
+		total += f
+	}
+	return total
+}
+
+// TestScriptCost (IDEM_CPU_REDIS as above: it is flushed) runs finishScript
+// on fresh in_progress records, pipelined, with and without the publish,
+// and logs the server's usec per EVALSHA (INFO commandstats).
+func TestScriptCost(t *testing.T) {
+	u := os.Getenv("IDEM_CPU_REDIS")
+	if u == "" {
+		t.Skip("IDEM_CPU_REDIS not set")
+	}
+	opt, err := redis.ParseURL(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	ctx := context.Background()
+	s, err := New(c, Config{Prefix: "sc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	const n, batch = 20000, 500
+	attempt := "0123456789abcdef0123456789abcdef"
+	result := []byte(`{"id":"ch_0123456789","status":"succeeded","amount":1000}`)
+	perCall := func(pub interface{}) float64 {
+		c.FlushAll(ctx)
+		for b := 0; b < n; b += batch {
+			pl := c.Pipeline()
+			for i := b; i < b+batch; i++ {
+				p := idem.ClaimParams{Scope: "s", Key: strconv.Itoa(i), AttemptID: attempt, Now: now,
+					LeaseUntil: now.Add(time.Minute), Intent: []byte("{}")}
+				pl.Set(ctx, s.recKey(p.Scope, p.Key), newClaimValue(&p), 0)
+			}
+			if _, err := pl.Exec(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.ConfigResetStat(ctx)
+		for b := 0; b < n; b += batch {
+			pl := c.Pipeline()
+			for i := b; i < b+batch; i++ {
+				fp := idem.FinishParams{Scope: "s", Key: strconv.Itoa(i), Fence: 1, AttemptID: attempt,
+					State: idem.StateSucceeded, Result: result, CompletedAt: now, ExpiresAt: now.Add(time.Hour)}
+				tok, meta, hint := s.finishArgs(&fp)
+				rec, ch := s.recChanKeys(fp.Scope, fp.Key)
+				pl.EvalSha(ctx, finishScript.Hash(), []string{rec, ch}, tok, meta, fp.Result, pub, hint)
+			}
+			if _, err := pl.Exec(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, line := range strings.Split(c.Info(ctx, "commandstats").Val(), "\n") {
+			if strings.HasPrefix(line, "cmdstat_evalsha:") {
+				v := line[strings.Index(line, "usec_per_call=")+len("usec_per_call="):]
+				f, _ := strconv.ParseFloat(v[:strings.IndexByte(v, ',')], 64)
+				return f
+			}
+		}
+		return 0
+	}
+	for range 4 {
+		t.Logf("finish usec/call: spublish %.2f, none %.2f", perCall("spublish"), perCall(""))
+	}
+}
