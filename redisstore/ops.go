@@ -229,8 +229,10 @@ func (s *Store) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, 
 	return finishRecord(&p, res)
 }
 
-// appendHint appends p.Claim encoded for finishScript: the bytes that
-// follow the result in the claim's value. It appends nothing when
+// appendHint appends p.Claim encoded for finishScript: every byte that
+// follows the result in the claim's value (lease, created, mark, scope,
+// key, fingerprint, intent), so that the script's equality check proves
+// the record built from the claim is the stored one. It appends nothing when
 // p.Claim is no hint (not this attempt's in_progress claim).
 func appendHint(b []byte, p *idem.FinishParams) []byte {
 	c := &p.Claim
@@ -242,7 +244,11 @@ func appendHint(b []byte, p *idem.FinishParams) []byte {
 	b = append(b, ';')
 	b = appendTime(b, c.CreatedAt)
 	b = append(b, ';')
-	return appendLen(b, string(c.Mark))
+	b = appendLen(b, string(c.Mark))
+	b = appendLen(b, c.Scope)
+	b = appendLen(b, c.Key)
+	b = append(b, c.Fingerprint[:]...)
+	return append(b, c.Intent...)
 }
 
 // nilIfEmpty shares b, read-only, as the contract allows; empty reads as
@@ -312,7 +318,8 @@ func (s *Store) finishRaw(ctx context.Context, rd rawDoer, p *idem.FinishParams,
 // finishArgs builds finishScript's token, meta and hint arguments in one
 // buffer.
 func (s *Store) finishArgs(p *idem.FinishParams) (tok, meta, hint []byte) {
-	b := make([]byte, 0, 160+len(p.AttemptID)+len(p.Claim.Mark))
+	c := &p.Claim
+	b := make([]byte, 0, 240+len(p.AttemptID)+len(c.Mark)+len(c.Scope)+len(c.Key)+len(c.Intent))
 	b = strconv.AppendInt(b, p.Fence, 10)
 	b = append(b, ':')
 	b = appendLen(b, p.AttemptID)

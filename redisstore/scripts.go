@@ -90,13 +90,13 @@ return fence
 // script appends the result and the unchanged rest of the old value, found
 // with three searches.
 //
-// ARGV[5] is the caller's claim as a hint (or empty): the bytes that
-// follow the result in the claim's value (lease ";" created ";" len ":"
-// mark). When a terminal outcome is written over an in_progress value
-// that still holds them, the answer is "hint" instead of the new value:
-// everything else the new value holds is fixed by the token (scope, key,
-// fingerprint, intent) or by Finish's arguments, so the caller builds
-// the record from its claim.
+// ARGV[5] is the caller's claim as a hint (or empty): all the bytes that
+// follow the result in the claim's value (lease, created, mark, scope,
+// key, fingerprint, intent). When a terminal outcome is written over an
+// in_progress value whose rest is exactly those bytes, the answer is
+// "hint" instead of the new value: the rest of the new value is the
+// claim's and its head is Finish's arguments, so the caller builds the
+// record from its claim.
 //
 // ARGV: token, meta (above), result, pub, hint.
 var finishScript = redis.NewScript(`
@@ -126,7 +126,7 @@ else
   else
     redis.call('SET', KEYS[1], new)
   end
-  if st == 'p' and ARGV[5] ~= '' and string.sub(v, rend + 1, rend + #ARGV[5]) == ARGV[5] then
+  if st == 'p' and ARGV[5] ~= '' and string.sub(v, rend + 1) == ARGV[5] then
     new = 'hint'
   end
 end
