@@ -95,8 +95,21 @@ func (r *rig) channel(t *testing.T) *amqp.Channel {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ch.Close() })
+	t.Cleanup(func() { closeWithin(ch, r.conn) })
 	return ch
+}
+
+// closeWithin closes ch, or, when the broker does not answer the close
+// within 10 s (amqp091's Close has no timeout), the whole connection, so a
+// slow broker cannot hang the suite's cleanup.
+func closeWithin(ch *amqp.Channel, conn *amqp.Connection) {
+	done := make(chan struct{})
+	go func() { ch.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = conn.CloseDeadline(time.Now().Add(5 * time.Second))
+	}
 }
 
 func (r *rig) processor(t *testing.T, max int, h consumer.Handler) *consumer.Processor {
