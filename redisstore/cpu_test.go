@@ -29,16 +29,7 @@ import (
 // side (for -cpuprofile), allocs counts allocations per request;
 // IDEM_CPU_PUBOFF=1 runs the store with PubSubOff.
 func TestCPUPerRequest(t *testing.T) {
-	u := os.Getenv("IDEM_CPU_REDIS")
-	if u == "" {
-		t.Skip("IDEM_CPU_REDIS not set")
-	}
-	opt, err := redis.ParseURL(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := redis.NewClient(opt)
-	defer c.Close()
+	c := cpuClient(t)
 	ctx := context.Background()
 	cfg := Config{Prefix: "cpu"}
 	if os.Getenv("IDEM_CPU_PUBOFF") != "" {
@@ -188,16 +179,7 @@ func cmdUsec(ctx context.Context, c *redis.Client) float64 {
 // on fresh in_progress records, pipelined, with and without the publish,
 // and logs the server's usec per EVALSHA (INFO commandstats).
 func TestScriptCost(t *testing.T) {
-	u := os.Getenv("IDEM_CPU_REDIS")
-	if u == "" {
-		t.Skip("IDEM_CPU_REDIS not set")
-	}
-	opt, err := redis.ParseURL(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := redis.NewClient(opt)
-	defer c.Close()
+	c := cpuClient(t)
 	ctx := context.Background()
 	s, err := New(c, Config{Prefix: "sc"})
 	if err != nil {
@@ -247,4 +229,22 @@ func TestScriptCost(t *testing.T) {
 	for range 4 {
 		t.Logf("finish usec/call: spublish %.2f, none %.2f", perCall("spublish"), perCall(""))
 	}
+}
+
+// cpuClient connects to the server IDEM_CPU_REDIS names (one the
+// measurements may flush), or skips: these are measurement tools, not
+// tests of a backend.
+func cpuClient(t *testing.T) *redis.Client {
+	t.Helper()
+	u := os.Getenv("IDEM_CPU_REDIS")
+	if u == "" {
+		t.Skip("IDEM_CPU_REDIS not set")
+	}
+	opt, err := redis.ParseURL(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { c.Close() })
+	return c
 }
