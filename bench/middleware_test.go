@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
@@ -86,16 +87,26 @@ func serve(b *testing.B, h http.Handler, key func(i int) string, want int) {
 
 // serveSteady is serve with a fresh handler (and so a fresh memory store)
 // every `every` requests, built with the timer stopped; 0 keeps one handler.
+// Besides ns/op it reports thread-cpu-ns/op: the CPU time of the loop's own
+// thread per request (see threadCPU), which other load on the machine
+// barely moves; compare it between builds on a busy machine.
 func serveSteady(b *testing.B, newHandler func() http.Handler, every int, key func(i int) string, want int) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	w := &sink{h: http.Header{}}
 	h := newHandler()
 	b.ReportAllocs()
+	cpu0, measured := threadCPU()
+	var paused time.Duration
 	i := 0
 	for b.Loop() {
 		if every > 0 && i > 0 && i%every == 0 {
 			b.StopTimer()
+			p0, _ := threadCPU()
 			h = newHandler()
 			runtime.GC()
+			p1, _ := threadCPU()
+			paused += p1 - p0
 			b.StartTimer()
 		}
 		w.reset()
@@ -104,6 +115,9 @@ func serveSteady(b *testing.B, newHandler func() http.Handler, every int, key fu
 			b.Fatalf("status %d, want %d", w.status, want)
 		}
 		i++
+	}
+	if cpu1, _ := threadCPU(); measured && i > 0 {
+		b.ReportMetric(float64(cpu1-cpu0-paused)/float64(i), "thread-cpu-ns/op")
 	}
 }
 
