@@ -84,18 +84,31 @@ func mismatchFields(rec *idem.Record, in *input) []string {
 		return nil
 	}
 	stored := make(map[string]string)
+	legacy := false
 	for k, v := range intent.Fields {
-		if k == digestsField {
+		switch {
+		case k == digestsField:
 			decodeDigests(stored, v)
-		} else if len(k) > len(digestPrefix) && k[:len(digestPrefix)] == digestPrefix {
+		case k == shaDigestsField:
+			decodeDigests(stored, v)
+			legacy = true
+		case len(k) > len(digestPrefix) && k[:len(digestPrefix)] == digestPrefix:
 			stored[k[len(digestPrefix):]] = v
+			legacy = true
 		}
 	}
 	if len(stored) == 0 && len(intent.Fields) == 0 {
 		return nil // the first request's body was not a JSON object
 	}
 	current := make(map[string]string)
-	decodeDigests(current, in.digests)
+	if legacy {
+		// Digested by an earlier version: digest this body as it did.
+		if current, err = idem.TopLevelDigests(in.body); err != nil {
+			return nil
+		}
+	} else {
+		decodeDigests(current, in.digests)
+	}
 	return idem.DiffDigests(stored, current)
 }
 

@@ -2,6 +2,7 @@ package idemhttp
 
 import (
 	"bytes"
+	"encoding/json"
 	"maps"
 	"strings"
 	"testing"
@@ -18,28 +19,70 @@ func TestDigestsRoundTrip(t *testing.T) {
 	}
 }
 
-// A record written with one "body:<name>" entry per member still names the
-// changed fields, and so does one written with the single digests entry.
-func TestMismatchFieldsReadsBothIntentForms(t *testing.T) {
-	in := &input{object: true, digests: "amount=aa&to=bb"}
-	for name, intent := range map[string]string{
-		"per-member": `{"operation":"POST","fields":{"body:amount":"aa","body:to":"cc"}}`,
-		"single":     `{"operation":"POST","fields":{"body_digests":"amount=aa&to=cc"}}`,
+// A mismatch names the changed fields against a record of every intent
+// form: this version's xxHash digests, and the SHA-256 digests of earlier
+// versions, one entry per member or one entry for all — the new body is
+// digested as the stored record was.
+func TestMismatchFieldsReadsEveryIntentForm(t *testing.T) {
+	first := []byte(`{"amount":5000,"to":"DE00","note":"x"}`)
+	retry := []byte(`{"amount":5000,"to":"DE01","note":"x"}`)
+	_, newDigests, _, err := fingerprintJSON("POST", "/c", first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sha, err := idem.TopLevelDigests(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perMember := map[string]string{}
+	for k, v := range sha {
+		perMember[digestPrefix+k] = v
+	}
+	_, retryDigests, _, err := fingerprintJSON("POST", "/c", retry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, fields := range map[string]map[string]string{
+		"xxh64":      {digestsField: newDigests},
+		"sha single": {shaDigestsField: encodeDigests(sha)},
+		"sha member": perMember,
 	} {
-		got := mismatchFields(&idem.Record{Intent: []byte(intent)}, in)
+		intent, err := json.Marshal(idem.Intent{Operation: "POST", Fields: fields})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := &input{body: retry, object: true, digested: true, digests: retryDigests}
+		got := mismatchFields(&idem.Record{Intent: intent}, in)
 		if len(got) != 1 || got[0] != "to" {
 			t.Errorf("%s: fields %v, want [to]", name, got)
 		}
 	}
 }
 
-// fingerprintJSON must agree with the root package's two passes, which it
-// replaces: the same fingerprint, the same digests, the same refusals.
+// memberDigest is XXH64 (seed 0) of the canonical value, big-endian, in
+// hex: what records hold, so it must never change. The vectors are the
+// algorithm's published ones.
+func TestMemberDigestIsStable(t *testing.T) {
+	for value, want := range map[string]string{
+		``:  "ef46db3751d8e999",
+		`a`: "d24ec4f1a98c6e5b",
+	} {
+		if got := string(memberDigest(nil, []byte(value))); got != want {
+			t.Errorf("memberDigest(%q) = %s, want %s", value, got, want)
+		}
+	}
+}
+
+// fingerprintJSON must agree with the root package's fingerprint and
+// refusals, and its digests must be memberDigest of each member's
+// canonical value under the member's unescaped name, as a decoder that
+// shares none of its code reads them.
 func FuzzFingerprintJSON(f *testing.F) {
 	for _, s := range []string{
 		`{"amount":5000,"currency":"EUR","to":{"iban":"DE00","tags":["a","b,c}"]}}`,
 		` { "b" : [1, 2.50, 1e3], "a" : null, "c" : "x\"}" } `, `{}`, `[]`, `"s"`, `17`, `{"a\nb":1,"c d":2}`,
 		`{"é":"\u00e9","&=":true,"+%":false}`, `{"a":1,"a":2}`, `{"a":}`, `{"a":{"b":{}},"z":[[]]}`,
+		`{"\u0061\"\n":1,"\\":{"\"":2}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -52,13 +95,28 @@ func FuzzFingerprintJSON(f *testing.F) {
 		if err != nil {
 			return
 		}
-		want, werr := idem.TopLevelDigests(body)
+		_, werr := idem.TopLevelDigests(body)
 		if object != (werr == nil) {
 			t.Fatalf("object = %v, TopLevelDigests error %v", object, werr)
 		}
+		if !object {
+			return
+		}
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal(body, &members); err != nil {
+			t.Fatalf("body accepted by the canonicaliser, refused by encoding/json: %v", err)
+		}
+		want := map[string]string{}
+		for name, raw := range members {
+			canon, err := idem.AppendCanonicalJSON(nil, raw)
+			if err != nil {
+				t.Fatalf("member %q: %v", name, err)
+			}
+			want[name] = string(memberDigest(nil, canon))
+		}
 		got := map[string]string{}
 		decodeDigests(got, digests)
-		if werr == nil && !maps.Equal(got, want) {
+		if !maps.Equal(got, want) {
 			t.Fatalf("digests %v, want %v", got, want)
 		}
 	})

@@ -131,7 +131,7 @@ func (in *input) digest() {
 	}
 	in.digested = true
 	if in.canon != nil {
-		in.digests, in.object = objectDigests(*in.canon, in.body)
+		in.digests, in.object = objectDigests(*in.canon)
 	}
 }
 
@@ -143,15 +143,21 @@ func (in *input) release() {
 	}
 }
 
-// digestsField holds the per-field body digests in the record's
-// Intent.Fields, as one entry: "name=digest" pairs joined by '&' in name
-// order, names query-escaped. One string, rather than one entry per member,
-// keeps the intent cheap to encode and decode on every request.
-const digestsField = "body_digests"
+// digestsField holds the per-field body digests (memberDigest) in the
+// record's Intent.Fields, as one entry: "name=digest" pairs joined by '&'
+// in name order, names query-escaped. One string, rather than one entry per
+// member, keeps the intent cheap to encode and decode on every request.
+const digestsField = "body_xxh64"
 
-// digestPrefix marks per-field body digests in the Intent.Fields of records
-// written before digestsField, one entry per member; they are still read.
-const digestPrefix = "body:"
+// Records written by earlier versions hold SHA-256 digests (the first 8
+// bytes, as idem.TopLevelDigests computes them): in one entry shaDigestsField
+// encoded as digestsField is, or before that in one entry per member named
+// digestPrefix+name. They are still read; a mismatch against such a record
+// digests the new body the same way.
+const (
+	shaDigestsField = "body_digests"
+	digestPrefix    = "body:"
+)
 
 func (in *input) intentFields() map[string]string {
 	in.digest()
