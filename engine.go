@@ -392,7 +392,7 @@ func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, 
 	}
 	hb := &rs.hb
 	*hb = heartbeater{e: e, ctx: effCtx, cancel: cancelEff, scope: rec.Scope, key: rec.Key, fence: rec.Fence, id: rec.AttemptID, lease: pol.Lease}
-	hb.start()
+	hb.start(rec.LeaseUntil)
 	rs.att.heartbeat = hb
 	observe := e.observe
 	if observe {

@@ -48,16 +48,25 @@ func (h *heartbeater) beat(ctx context.Context) error {
 	return err
 }
 
-// start schedules the first beat a third of the lease from now. Engines
-// bound to a caller's transaction schedule none: beat still works on
-// demand, from the caller's goroutine.
-func (h *heartbeater) start() {
+// start schedules the first beat a third of the lease after the claim,
+// whose lease runs to leaseUntil. With the engine's clock the wall clock,
+// that instant is read off leaseUntil, which saves reading the clock again;
+// otherwise it is a third of the lease from now. Engines bound to a
+// caller's transaction schedule none: beat still works on demand, from the
+// caller's goroutine.
+func (h *heartbeater) start(leaseUntil time.Time) {
 	h.idx = -1
 	h.every = h.lease / 3
 	if h.e.txBound {
 		return
 	}
-	h.e.beats.add(h, time.Now().Add(h.every))
+	var due time.Time
+	if h.e.wallClock && !leaseUntil.IsZero() {
+		due = leaseUntil.Add(h.every - h.lease)
+	} else {
+		due = time.Now().Add(h.every)
+	}
+	h.e.beats.add(h, due)
 }
 
 // stop prevents further beats and waits for one in progress to end, so no

@@ -167,3 +167,30 @@ func TestCloseDisarmsAnIdleBeatTimer(t *testing.T) {
 		t.Fatal("Close disarmed the timer of a running attempt")
 	}
 }
+
+// The first beat is due a third of the lease after the claim: a claim
+// whose round trip was slow leaves less of its lease, and the beat must
+// not wait a third of the lease more. With a clock of the caller's (not
+// the wall clock) the claim's times say nothing about real time, and the
+// beat counts from the start of the effect.
+func TestFirstBeatCountsFromTheClaim(t *testing.T) {
+	const lease = 30 * time.Second
+	for _, wall := range []bool{true, false} {
+		e := &Engine{wallClock: wall}
+		e.flights.init(e)
+		claimed := time.Now().Add(-8 * time.Second) // a slow claim round trip
+		h := &heartbeater{e: e, lease: lease}
+		before := time.Now()
+		h.start(claimed.Add(lease))
+		due := h.due
+		e.beats.stop(h)
+		_ = e.Close()
+		if wall {
+			if want := claimed.Add(lease / 3); !due.Equal(want) {
+				t.Errorf("wall clock: first beat due %v after the claim, want %v", due.Sub(claimed), lease/3)
+			}
+		} else if due.Before(before.Add(lease / 3)) {
+			t.Errorf("caller's clock: first beat due %v from the start, want %v", due.Sub(before), lease/3)
+		}
+	}
+}
