@@ -131,18 +131,39 @@ type Handler func(ctx context.Context, a *Attempt) ([]byte, error)
 // Errors from DoBytes itself: [ErrInvalidKey], [ErrMismatch], [ErrInFlight],
 // [ErrUnknownOutcome], [ErrFenced] (the effect ran but the claim was taken
 // over before the outcome was recorded), [ErrStoreUnavailable], [ErrClosed].
-func (e *Engine) DoBytes(ctx context.Context, req Request, h Handler) (Result, error) {
-	if !e.observe {
-		res, _, err := e.do(ctx, &req, h)
+func (e *Engine) DoBytes(ctx context.Context, req Request, h Handler) (res Result, err error) {
+	// Results are written through &res, so that this frame, on the stack
+	// of every caller parked in the call, holds no Result of its own.
+	if e.flights.holding(req.Scope, string(req.Key), req.Fingerprint) {
+		err = e.doHeld(ctx, &req, h, &res)
 		return res, err
 	}
+	err = e.doBytes(ctx, &req, h, &res)
+	return res, err
+}
+
+// doBytes is DoBytes for a request that is not a duplicate of an effect
+// this engine is running.
+func (e *Engine) doBytes(ctx context.Context, req *Request, h Handler, res *Result) error {
+	if !e.observe {
+		r, _, err := e.do(ctx, req, h)
+		*res = r
+		return err
+	}
 	start := e.cfg.Clock()
-	res, out, err := e.do(ctx, &req, h)
+	r, out, err := e.do(ctx, req, h)
+	*res = r
+	e.observeOutcome(ctx, req, out, start, err)
+	return err
+}
+
+// observeOutcome reports the outcome of a DoBytes call that started at
+// start (engine clock).
+func (e *Engine) observeOutcome(ctx context.Context, req *Request, out Outcome, start time.Time, err error) {
 	e.cfg.Observer.Observe(ctx, Event{
 		Kind: EventOutcome, Outcome: out, Operation: req.Operation,
 		Scope: req.Scope, Key: string(req.Key), Duration: e.cfg.Clock().Sub(start), Err: err,
 	})
-	return res, err
 }
 
 func (e *Engine) do(ctx context.Context, req *Request, h Handler) (Result, Outcome, error) {
@@ -168,25 +189,8 @@ func (e *Engine) do(ctx context.Context, req *Request, h Handler) (Result, Outco
 			return e.replay(req, &rec)
 		}
 	}
-	var waitDeadline time.Time
-	if e.flights.holding(req.Scope, string(req.Key), req.Fingerprint) {
-		// This engine runs the effect for this very request right now: the
-		// duplicate is in flight without a store claim. Waiting here, before
-		// the claim loop, keeps a parked waiter's stack small.
-		if pol.InFlight == InFlightReject {
-			return Result{}, OutcomeConflict, e.inFlight(req)
-		}
-		waitDeadline = time.Now().Add(pol.Wait)
-		var done bool
-		var res Result
-		var out Outcome
-		var err error
-		if res, out, now, done, err = e.waitTurn(ctx, req, waitDeadline); done {
-			return res, out, err
-		}
-		// Released, unknown or expired: the claim loop decides.
-	}
-	return e.claimLoop(ctx, req, pol, h, waitDeadline, now)
+	// A duplicate of a key this engine holds was sent to doHeld by DoBytes.
+	return e.claimLoop(ctx, req, pol, h, time.Time{}, now)
 }
 
 // claimLoop claims the key and runs the effect, replays the recorded
@@ -268,19 +272,8 @@ func (e *Engine) claimLoop(ctx context.Context, req *Request, pol Policy, h Hand
 // now is the time to claim again at.
 func (e *Engine) waitTurn(ctx context.Context, req *Request, deadline time.Time) (res Result, out Outcome, now time.Time, done bool, err error) {
 	settled, err := e.wait(ctx, req.Scope, string(req.Key), deadline)
-	if err != nil {
-		if errors.Is(err, ErrInFlight) {
-			return Result{}, OutcomeConflict, now, true, e.inFlight(req)
-		}
-		return Result{}, OutcomeError, now, true, err
-	}
-	now = e.now()
-	if settled != nil && settled.State.Terminal() && !settled.Expired(now) {
-		e.cache.put(req.Scope, string(req.Key), settled)
-		res, out, err = e.replay(req, settled)
-		return res, out, now, true, err
-	}
-	return Result{}, out, now, false, nil
+	now, done, out, err = e.turn(req, settled, err, &res)
+	return res, out, now, done, err
 }
 
 // inFlight is the conflict answered to a duplicate of an in-flight attempt.
