@@ -117,12 +117,18 @@ func claimValue(p *idem.ClaimParams) (pre string, post []byte) {
 
 // newClaimValue is the whole value of a first claim (fence 1), as SET NX
 // GET writes it.
-func newClaimValue(p *idem.ClaimParams) []byte {
+func newClaimValue(p *idem.ClaimParams) []byte { return appendNewClaimValue(nil, p) }
+
+// appendNewClaimValue appends newClaimValue to b, or to a new buffer of
+// the right size when b has not the room (never growing one: a short
+// estimate would cost a second allocation and a copy).
+func appendNewClaimValue(b []byte, p *idem.ClaimParams) []byte {
 	// The fixed part is up to 2+1+1 (version, state, fence), 4 separators
 	// and 3 empty lengths, 2 times of up to 20 bytes, 3 length prefixes of
-	// up to 21 bytes and the fingerprint: 136 bytes holds it without a
-	// second allocation.
-	b := make([]byte, 0, 136+len(p.AttemptID)+len(p.Scope)+len(p.Key)+len(p.Intent))
+	// up to 21 bytes and the fingerprint: 136 bytes holds it.
+	if n := 136 + len(p.AttemptID) + len(p.Scope) + len(p.Key) + len(p.Intent); cap(b)-len(b) < n {
+		b = make([]byte, 0, n)
+	}
 	b = append(b, layoutVersion...)
 	b = append(b, codeInProgress, '1')
 	return appendClaimTail(b, p)

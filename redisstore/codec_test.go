@@ -158,3 +158,45 @@ func TestNewClaimValueOneAllocation(t *testing.T) {
 		t.Fatalf("newClaimValue: %v allocations, want 1", n)
 	}
 }
+
+// TestFinishArgs: with the caller's claim, Finish's expected value is
+// byte for byte the value the claim wrote, and its new value decodes to
+// the claim with the outcome over it; the arguments take one allocation
+// whatever the lengths, and none of their own when they fit the call.
+func TestFinishArgs(t *testing.T) {
+	s := &Store{prefix: "p", grace: time.Minute}
+	now := time.Date(1900, 1, 1, 0, 0, 0, 999, time.FixedZone("x", 3600)) // negative, off the microsecond
+	for _, n := range []int{0, 1, 5000} {
+		long := strings.Repeat("x", n)
+		cp := idem.ClaimParams{Scope: "s" + long, Key: "k" + long, AttemptID: "a" + long, Intent: []byte(long),
+			Fingerprint: idem.NewFingerprint([]byte(long)), Now: now, LeaseUntil: now.Add(time.Hour)}
+		claim := idem.Record{Scope: cp.Scope, Key: cp.Key, Fingerprint: cp.Fingerprint, State: idem.StateInProgress,
+			Fence: 1, AttemptID: cp.AttemptID, Intent: cp.Intent, CreatedAt: utcMicro(cp.Now), LeaseUntil: utcMicro(cp.LeaseUntil)}
+		fp := idem.FinishParams{Scope: cp.Scope, Key: cp.Key, Fence: 1, AttemptID: cp.AttemptID, State: idem.StateSucceeded,
+			Result: []byte("r" + long), CompletedAt: now, ExpiresAt: now.Add(time.Hour), Claim: claim}
+		exp, val, pxat := s.finishArgs(&fp, nil)
+		if string(exp) != string(newClaimValue(&cp)) {
+			t.Fatalf("n=%d: expected value %q\nclaim wrote    %q", n, exp, newClaimValue(&cp))
+		}
+		got, err := decodeRecord(string(val))
+		want, _ := finishRecord(&fp, "", true)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("n=%d: new value decodes to %+v, %v\nwant %+v", n, got, err, want)
+		}
+		if string(pxat) != strconv.FormatInt(fp.ExpiresAt.Add(time.Minute).UnixMilli(), 10) {
+			t.Fatalf("n=%d: pxat %q", n, pxat)
+		}
+		// A take-over claim (fence 2) wrote pre + "2" + post.
+		fp.Fence, fp.Claim.Fence = 2, 2
+		pre, post := claimValue(&cp)
+		if exp, _, _ := s.finishArgs(&fp, nil); string(exp) != pre+"2"+string(post) {
+			t.Fatalf("n=%d: fence 2: expected value %q", n, exp)
+		}
+		if a := testing.AllocsPerRun(100, func() { s.finishArgs(&fp, nil) }); a != 1 {
+			t.Fatalf("n=%d: finishArgs: %v allocations, want 1", n, a)
+		}
+		if a := testing.AllocsPerRun(100, func() { s.newFinishCall(&fp) }); n == 0 && a != 2 {
+			t.Fatalf("newFinishCall: %v allocations, want 2 (the call and its keys)", a)
+		}
+	}
+}

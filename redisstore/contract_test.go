@@ -532,3 +532,80 @@ func TestFinishClaimHint(t *testing.T) {
 		}
 	})
 }
+
+// TestFinishComparesClaimOnce: Finish given its claim sends the claim's
+// exact value, and the script takes the one-comparison path (answer 1)
+// whenever the stored value is the claim (a first claim, a take-over of
+// an expired record, a claim with a long intent or none), writing
+// exactly the new value Finish built; after a heartbeat it does not.
+func TestFinishComparesClaimOnce(t *testing.T) {
+	forBackends(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := context.Background()
+		s := newStoreOn(t, c, Config{})
+		if err := c.ScriptLoad(ctx, finishLua).Err(); err != nil {
+			t.Fatal(err)
+		}
+		rd := c.(rawDoer)
+		long := claimP("long", "a1", t0)
+		long.Intent = make([]byte, 4000)
+		none := claimP("none", "a1", t0.Add(time.Nanosecond)) // times off the microsecond
+		none.Intent = nil
+		old := claimP("old", "a1", t0)
+		r := mustClaim(t, s, old).Record
+		if _, err := s.Finish(ctx, finishP(r, idem.StateSucceeded, "v", t0)); err != nil {
+			t.Fatal(err)
+		}
+		takeover := claimP("old", "a2", t0.Add(2*time.Hour))
+		for _, cp := range []idem.ClaimParams{claimP("first", "a1", t0), long, none, takeover} {
+			claim := mustClaim(t, s, cp).Record
+			fp := finishP(claim, idem.StateFailed, "boom", t0.Add(time.Minute))
+			fp.Claim = claim
+			fc := s.newFinishCall(&fp)
+			_, fast, done, err := fc.runRaw(ctx, rd)
+			if err != nil || !done || !fast {
+				t.Fatalf("%s (fence %d): runRaw = fast %v, done %v, %v; want the claim path", cp.Key, claim.Fence, fast, done, err)
+			}
+			if v := c.Get(ctx, fc.rec).Val(); v != string(fc.val) {
+				t.Fatalf("%s: stored %q\nwant %q", cp.Key, v, fc.val)
+			}
+			want, _ := finishRecord(&fp, "", true)
+			if got, err := s.Get(ctx, cp.Scope, cp.Key); err != nil || !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s: stored %+v, %v\nbuilt %+v", cp.Key, got, err, want)
+			}
+			if ttl := c.PTTL(ctx, fc.rec).Val(); ttl <= 0 {
+				t.Fatalf("%s: TTL %v after a terminal outcome", cp.Key, ttl)
+			}
+		}
+		claim := mustClaim(t, s, claimP("beat", "a1", t0)).Record
+		if err := s.Heartbeat(ctx, idem.HeartbeatParams{Scope: claim.Scope, Key: claim.Key, Fence: claim.Fence,
+			AttemptID: claim.AttemptID, LeaseUntil: t0.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		fp := finishP(claim, idem.StateSucceeded, "v", t0)
+		fp.Claim = claim
+		if v, fast, done, err := s.newFinishCall(&fp).runRaw(ctx, rd); err != nil || !done || fast || v[:3] != "I1s" {
+			t.Fatalf("after a heartbeat: runRaw = %.3q, fast %v, done %v, %v; want the stored value", v, fast, done, err)
+		}
+	})
+}
+
+// TestFinishNeverMatchesEmptyValue: without a claim, Finish's expected
+// value is empty; a key holding an empty string is not a record, and is
+// refused, not overwritten.
+func TestFinishNeverMatchesEmptyValue(t *testing.T) {
+	forBackends(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := context.Background()
+		s := newStoreOn(t, c, Config{})
+		rec := s.recKey("tenant-a", "empty")
+		if err := c.Set(ctx, rec, "", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		fp := finishP(idem.Record{Scope: "tenant-a", Key: "empty", Fence: 1, AttemptID: "a"}, idem.StateSucceeded, "v", t0)
+		if _, err := s.Finish(ctx, fp); err == nil || errors.Is(err, idem.ErrFenced) {
+			t.Errorf("Finish over an empty value = %v, want an error other than fenced", err)
+		}
+		if v, err := c.Get(ctx, rec).Result(); err != nil || v != "" {
+			t.Errorf("the empty value became %q, %v", v, err)
+		}
+	})
+}

@@ -25,8 +25,9 @@ import (
 // commandstats), the minimum over IDEM_CPU_ROUNDS rounds.
 //
 // IDEM_CPU_REDIS=redis://host:port/db names a server of the measurement's
-// own: it is FLUSHALLed between rounds. IDEM_CPU_SIDE=raw|idem runs one
-// side (for -cpuprofile), allocs counts allocations per request;
+// own: it is FLUSHALLed between rounds. IDEM_CPU_SIDE=raw|idem|store runs
+// one side (for -cpuprofile; store is the store's Claim and Finish without
+// the engine), allocs counts allocations per request;
 // IDEM_CPU_PUBOFF=1 runs the store with PubSubOff.
 func TestCPUPerRequest(t *testing.T) {
 	c := cpuClient(t)
@@ -64,6 +65,22 @@ func TestCPUPerRequest(t *testing.T) {
 		return c.HSet(ctx, k+":rec", "state", "succeeded", "fence", 1, "fp", fp[:],
 			"attempt", "attempt", "result", payload, "created", now, "completed", now, "expires", now+3600e6).Err()
 	}
+	// storeOp is idemOp without the engine: the store's Claim and Finish
+	// as the engine calls them, to tell the engine's CPU from the store's.
+	storeOp := func(n int64) error {
+		now := time.Now()
+		cp := idem.ClaimParams{Scope: "bench", Key: run + "-" + strconv.FormatInt(n, 10), Fingerprint: fp,
+			AttemptID: "0123456789abcdef0123456789abcdef", Now: now, LeaseUntil: now.Add(time.Minute)}
+		res, err := s.Claim(ctx, cp)
+		if err != nil {
+			return err
+		}
+		done := time.Now()
+		_, err = s.Finish(ctx, idem.FinishParams{Scope: cp.Scope, Key: cp.Key, Fence: res.Record.Fence,
+			AttemptID: cp.AttemptID, State: idem.StateSucceeded, Result: payload, CompletedAt: done,
+			ExpiresAt: done.Add(24 * time.Hour), Claim: res.Record})
+		return err
+	}
 	pid := os.Getenv("IDEM_CPU_PID")
 	n := 20000
 	if v := os.Getenv("IDEM_CPU_N"); v != "" {
@@ -95,12 +112,18 @@ func TestCPUPerRequest(t *testing.T) {
 	if os.Getenv("IDEM_CPU_SIDE") == "allocs" {
 		ra := testing.AllocsPerRun(2000, func() { _ = rawOp(seq.Add(1)) })
 		ia := testing.AllocsPerRun(2000, func() { _ = idemOp(seq.Add(1)) })
-		t.Logf("allocs/request: raw %.1f idem %.1f", ra, ia)
+		sa := testing.AllocsPerRun(2000, func() { _ = storeOp(seq.Add(1)) })
+		t.Logf("allocs/request: raw %.1f idem %.1f (store alone %.1f)", ra, ia, sa)
 		return
 	}
 	if os.Getenv("IDEM_CPU_SIDE") == "raw" {
 		rc, rs, ru := side(rawOp)
 		t.Logf("raw only: client %.1fµs server %.1fµs cmd %.1fµs", rc, rs, ru)
+		return
+	}
+	if os.Getenv("IDEM_CPU_SIDE") == "store" {
+		sc, ss, su := side(storeOp)
+		t.Logf("store only: client %.1fµs server %.1fµs cmd %.1fµs", sc, ss, su)
 		return
 	}
 	if os.Getenv("IDEM_CPU_SIDE") == "idem" {
@@ -175,9 +198,13 @@ func cmdUsec(ctx context.Context, c *redis.Client) float64 {
 	return total
 }
 
-// TestScriptCost (IDEM_CPU_REDIS as above: it is flushed) runs finishScript
-// on fresh in_progress records, pipelined, with and without the publish,
-// and logs the server's usec per EVALSHA (INFO commandstats).
+// TestScriptCost (IDEM_CPU_REDIS as above: it is flushed) runs
+// finishScript on fresh in_progress records, pipelined: with the claim
+// as Finish sends it on a first-time request (the script compares the
+// value once) and without it (the script decodes), each with and without
+// the publish. It logs the server's usec per EVALSHA (INFO commandstats)
+// and, with IDEM_CPU_PID, the server's CPU per EVALSHA, the minimum over
+// the rounds.
 func TestScriptCost(t *testing.T) {
 	c := cpuClient(t)
 	ctx := context.Background()
@@ -186,48 +213,76 @@ func TestScriptCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	pid := os.Getenv("IDEM_CPU_PID")
 	now := time.Now()
 	const n, batch = 20000, 500
 	attempt := "0123456789abcdef0123456789abcdef"
 	result := []byte(`{"id":"ch_0123456789","status":"succeeded","amount":1000}`)
-	perCall := func(pub interface{}) float64 {
+	perCall := func(withClaim bool, pub interface{}) (usec, cpu float64) {
 		c.FlushAll(ctx)
+		if err := finishScript.Load(ctx, c).Err(); err != nil {
+			t.Fatal(err)
+		}
+		claims := make([]idem.Record, n)
 		for b := 0; b < n; b += batch {
 			pl := c.Pipeline()
 			for i := b; i < b+batch; i++ {
 				p := idem.ClaimParams{Scope: "s", Key: strconv.Itoa(i), AttemptID: attempt, Now: now,
 					LeaseUntil: now.Add(time.Minute), Intent: []byte("{}")}
 				pl.Set(ctx, s.recKey(p.Scope, p.Key), newClaimValue(&p), 0)
+				claims[i] = idem.Record{Scope: p.Scope, Key: p.Key, State: idem.StateInProgress, Fence: 1,
+					AttemptID: attempt, Intent: p.Intent, CreatedAt: p.Now, LeaseUntil: p.LeaseUntil}
 			}
 			if _, err := pl.Exec(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
 		c.ConfigResetStat(ctx)
+		s0 := serverCPU(pid)
 		for b := 0; b < n; b += batch {
 			pl := c.Pipeline()
+			cmds := make([]*redis.Cmd, 0, batch)
 			for i := b; i < b+batch; i++ {
 				fp := idem.FinishParams{Scope: "s", Key: strconv.Itoa(i), Fence: 1, AttemptID: attempt,
 					State: idem.StateSucceeded, Result: result, CompletedAt: now, ExpiresAt: now.Add(time.Hour)}
-				tok, meta, hint := s.finishArgs(&fp)
-				rec, ch := s.recChanKeys(fp.Scope, fp.Key)
-				pl.EvalSha(ctx, finishScript.Hash(), []string{rec, ch}, tok, meta, fp.Result, pub, hint)
+				if withClaim {
+					fp.Claim = claims[i]
+				}
+				fc := s.newFinishCall(&fp)
+				cmds = append(cmds, pl.EvalSha(ctx, finishScript.Hash(), []string{fc.rec, fc.ch},
+					[]byte(fc.exp), []byte(fc.val), []byte(fc.pxat), pub))
 			}
 			if _, err := pl.Exec(ctx); err != nil {
 				t.Fatal(err)
 			}
+			if v, _ := cmds[0].Result(); (v == int64(1)) != withClaim {
+				t.Fatalf("with claim %v: the script answered %v", withClaim, v)
+			}
 		}
+		cpu = float64(serverCPU(pid)-s0) / n
 		for _, line := range strings.Split(c.Info(ctx, "commandstats").Val(), "\n") {
 			if strings.HasPrefix(line, "cmdstat_evalsha:") {
 				v := line[strings.Index(line, "usec_per_call=")+len("usec_per_call="):]
-				f, _ := strconv.ParseFloat(v[:strings.IndexByte(v, ',')], 64)
-				return f
+				usec, _ = strconv.ParseFloat(v[:strings.IndexByte(v, ',')], 64)
 			}
 		}
-		return 0
+		return usec, cpu
 	}
+	var mins [4][2]float64
+	names := [4]string{"claim spublish", "claim none", "decode spublish", "decode none"}
 	for range 4 {
-		t.Logf("finish usec/call: spublish %.2f, none %.2f", perCall("spublish"), perCall(""))
+		for i := range mins {
+			u, cpu := perCall(i < 2, [2]string{"spublish", ""}[i%2])
+			if mins[i][0] == 0 || u < mins[i][0] {
+				mins[i][0] = u
+			}
+			if mins[i][1] == 0 || cpu < mins[i][1] {
+				mins[i][1] = cpu
+			}
+		}
+	}
+	for i, m := range mins {
+		t.Logf("finish, %-15s: min usec/call %.2f, server CPU/call %.2fµs", names[i], m[0], m[1])
 	}
 }
 

@@ -42,17 +42,19 @@
 // the same release) that script is the whole claim.
 //
 // Finish, Release, Heartbeat, Resolve and SetMark are scripts that check
-// the holder token (or the fence) before writing. Finish finds the end of
-// the result with three string searches and keeps the rest of the value
-// as one slice, so it costs one GET and one SET on the server; it answers
-// with the new value, so it costs no second read. Given the caller's claim
-// ([idem.FinishParams].Claim), the script also checks that the value
-// still holds the claim's lease, created time and mark, and then answers
-// just "hint": the store builds the record from the claim instead of
-// sending and decoding the value. Sweep deletes each
-// record in a script that re-checks "terminal and expired" itself. Scripts
-// run by EVALSHA and cross the wire once per server (go-redis falls back
-// to EVAL only on NOSCRIPT).
+// the holder token (or the fence) before writing. Given the caller's
+// claim ([idem.FinishParams].Claim), Finish sends the claim's exact value
+// and the exact new value: when the stored value is still the claim (no
+// heartbeat or mark since), the script compares the two strings once,
+// writes the new value and answers 1, and the store builds the record
+// from the claim, so a first-time finish does no decoding in Lua and
+// reads nothing back. Otherwise the script compares the token as a prefix
+// of the stored value, finds the end of the result with three string
+// searches, keeps the rest of the value as one slice and answers with the
+// new value, so it costs one GET and one SET on the server and no second
+// read. Sweep deletes each record in a script that re-checks "terminal
+// and expired" itself. Scripts run by EVALSHA and cross the wire once per
+// server (go-redis falls back to EVAL only on NOSCRIPT).
 //
 // # Replays
 //
