@@ -148,14 +148,27 @@ func TestRecChanKeys(t *testing.T) {
 }
 
 // TestNewClaimValueOneAllocation: the claim's value is built in one
-// allocation, whatever the lengths (a short capacity estimate grows the
-// buffer, a second allocation and a copy).
+// allocation of its exact length, whatever the lengths (a short capacity
+// estimate grows the buffer, a second allocation and a copy), and in
+// none into a buffer with the room.
 func TestNewClaimValueOneAllocation(t *testing.T) {
-	now := time.Unix(1<<40, 999)
-	p := idem.ClaimParams{Scope: "scope", Key: "k", AttemptID: strings.Repeat("a", 32), Intent: []byte("{}"),
-		Now: now, LeaseUntil: now.Add(time.Hour)}
-	if n := testing.AllocsPerRun(100, func() { _ = newClaimValue(&p) }); n != 1 {
-		t.Fatalf("newClaimValue: %v allocations, want 1", n)
+	for _, now := range []time.Time{time.Unix(1<<40, 999), time.Unix(-1<<40, 0), {}} {
+		for _, n := range []int{0, 9, 10, 5000} {
+			long := strings.Repeat("x", n)
+			p := idem.ClaimParams{Scope: "scope" + long, Key: "k" + long, AttemptID: strings.Repeat("a", 32) + long,
+				Intent: []byte("{}" + long), Now: now, LeaseUntil: now.Add(time.Hour)}
+			v := newClaimValue(&p)
+			if len(v) != newClaimLen(&p) {
+				t.Fatalf("n=%d %v: value of %d bytes, newClaimLen %d", n, now, len(v), newClaimLen(&p))
+			}
+			if a := testing.AllocsPerRun(100, func() { _ = newClaimValue(&p) }); a != 1 {
+				t.Fatalf("newClaimValue: %v allocations, want 1", a)
+			}
+			buf := make([]byte, 0, len(v))
+			if a := testing.AllocsPerRun(100, func() { _ = appendNewClaimValue(buf, &p) }); a != 0 {
+				t.Fatalf("appendNewClaimValue into room: %v allocations, want 0", a)
+			}
+		}
 	}
 }
 
@@ -192,11 +205,34 @@ func TestFinishArgs(t *testing.T) {
 		if exp, _, _ := s.finishArgs(&fp, nil); string(exp) != pre+"2"+string(post) {
 			t.Fatalf("n=%d: fence 2: expected value %q", n, exp)
 		}
-		if a := testing.AllocsPerRun(100, func() { s.finishArgs(&fp, nil) }); a != 1 {
-			t.Fatalf("n=%d: finishArgs: %v allocations, want 1", n, a)
+		// The arguments are sized exactly: they fit a buffer of their
+		// length without an allocation, and take one otherwise, for every
+		// shape (claim or none, unknown, no expiry).
+		unknown, noExpiry, noClaim := fp, fp, fp
+		unknown.State = idem.StateUnknown
+		noExpiry.ExpiresAt = time.Time{}
+		noClaim.Claim = idem.Record{}
+		for _, p := range []*idem.FinishParams{&fp, &unknown, &noExpiry, &noClaim} {
+			exp, val, pxat := s.finishArgs(p, nil)
+			size := len(exp) + len(val) + len(pxat)
+			exact, short := make([]byte, 0, size), make([]byte, 0, size-1)
+			if a := testing.AllocsPerRun(100, func() { s.finishArgs(p, exact) }); a != 0 {
+				t.Fatalf("n=%d %s: finishArgs into %d bytes: %v allocations, want 0", n, p.State, size, a)
+			}
+			if a := testing.AllocsPerRun(100, func() { s.finishArgs(p, short) }); a != 1 {
+				t.Fatalf("n=%d %s: finishArgs into %d bytes: %v allocations, want 1", n, p.State, size-1, a)
+			}
 		}
 		if a := testing.AllocsPerRun(100, func() { s.newFinishCall(&fp) }); n == 0 && a != 2 {
 			t.Fatalf("newFinishCall: %v allocations, want 2 (the call and its keys)", a)
+		}
+	}
+}
+
+func TestDecLen(t *testing.T) {
+	for _, n := range []int64{0, 1, 9, 10, 99, 100, -1, -9, -10, 1<<63 - 1, -1 << 63, 1e18, -1e18} {
+		if got, want := decLen(n), len(strconv.FormatInt(n, 10)); got != want {
+			t.Errorf("decLen(%d) = %d, want %d", n, got, want)
 		}
 	}
 }

@@ -302,9 +302,9 @@ type argBytes []byte
 func (b *argBytes) MarshalBinary() ([]byte, error) { return *b, nil }
 
 // finishInline is how many bytes of finishScript's arguments a finishCall
-// holds itself: a first-time request's (two headers of ~50 bytes, its
-// result twice the size of the record's rest, ~100 bytes without
-// intent) fit without an allocation of their own.
+// holds itself: a first-time request's (the claim's value twice, once with
+// the outcome over it: ~380 bytes with a 32-byte attempt id, a 60-byte
+// result and no intent) need no allocation of their own.
 const finishInline = 512
 
 // finishCall holds one EVALSHA of finishScript: its arguments point into
@@ -339,13 +339,24 @@ func (s *Store) newFinishCall(p *idem.FinishParams) *finishCall {
 func (s *Store) finishArgs(p *idem.FinishParams, b []byte) (exp, val, pxat []byte) {
 	c := &p.Claim
 	hint := claimHint(p)
-	tokLen := 2*20 + 2 + len(p.AttemptID) // fence, length, separators, attempt
-	need := 3 + tokLen + 2*21 + 21 + len(p.Result) + 20
-	if hint {
-		rest := 2*21 + 3*21 + len(c.Mark) + len(c.Scope) + len(c.Key) + len(c.Fingerprint) + len(c.Intent)
-		need += 2*rest + 7 + tokLen
+	var ttl int64
+	// need is the exact length of the three, so that b is allocated (or
+	// not, when it has the room) once.
+	tokLen := decLen(p.Fence) + strLen(p.AttemptID)
+	need := 3 + tokLen + 2 + timeLen(p.CompletedAt)
+	if p.State != idem.StateUnknown {
+		need += timeLen(p.ExpiresAt) + decLen(int64(len(p.Result))) + 1 + len(p.Result)
+		if !p.ExpiresAt.IsZero() {
+			ttl = p.ExpiresAt.Add(s.grace).UnixMilli()
+			need += decLen(ttl)
+		}
+		if hint {
+			rest := timeLen(c.LeaseUntil) + timeLen(c.CreatedAt) + 2 + strLen(string(c.Mark)) +
+				strLen(c.Scope) + strLen(c.Key) + len(c.Fingerprint) + len(c.Intent)
+			need += 2*rest + 7 + tokLen
+		}
 	}
-	if cap(b) < need {
+	if cap(b)-len(b) < need {
 		b = make([]byte, 0, need)
 	}
 	b = append(b, layoutVersion...)
@@ -384,7 +395,7 @@ func (s *Store) finishArgs(p *idem.FinishParams, b []byte) (exp, val, pxat []byt
 	}
 	if !p.ExpiresAt.IsZero() {
 		n := len(b)
-		b = strconv.AppendInt(b, p.ExpiresAt.Add(s.grace).UnixMilli(), 10)
+		b = strconv.AppendInt(b, ttl, 10)
 		pxat = b[n:len(b):len(b)]
 	}
 	return exp, val, pxat
