@@ -542,7 +542,7 @@ func TestFinishComparesClaimOnce(t *testing.T) {
 	forBackends(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := context.Background()
 		s := newStoreOn(t, c, Config{})
-		if err := c.ScriptLoad(ctx, finishLua).Err(); err != nil {
+		if err := c.ScriptLoad(ctx, finishLua(s.pubCmd)).Err(); err != nil {
 			t.Fatal(err)
 		}
 		rd := c.(rawDoer)
@@ -606,6 +606,49 @@ func TestFinishNeverMatchesEmptyValue(t *testing.T) {
 		}
 		if v, err := c.Get(ctx, rec).Result(); err != nil || v != "" {
 			t.Errorf("the empty value became %q, %v", v, err)
+		}
+	})
+}
+
+// TestFinishPublishes: the finish script has the store's publish command
+// built in; a subscriber is woken by a finish on either of its paths
+// (the caller's claim compared once, or the decoding one) in each mode
+// that publishes, and PubSubOff publishes nothing.
+func TestFinishPublishes(t *testing.T) {
+	forBackends(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := context.Background()
+		for _, mode := range []PubSubMode{PubSubSharded, PubSubClassic, PubSubOff} {
+			s := newStoreOn(t, c, Config{PubSub: mode, PollFallback: time.Hour})
+			for _, withClaim := range []bool{true, false} {
+				key := fmt.Sprint("pub-", mode, "-", withClaim)
+				claim := mustClaim(t, s, claimP(key, "a1", t0)).Record
+				ch, cancel, err := s.Subscribe(ctx, claim.Scope, claim.Key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fp := finishP(claim, idem.StateSucceeded, "v", t0)
+				if withClaim {
+					fp.Claim = claim
+				}
+				if _, err := s.Finish(ctx, fp); err != nil {
+					t.Fatal(err)
+				}
+				wait := 5 * time.Second
+				if mode == PubSubOff {
+					wait = 200 * time.Millisecond
+				}
+				select {
+				case <-ch:
+					if mode == PubSubOff {
+						t.Errorf("PubSubOff, claim %v: the subscriber was woken", withClaim)
+					}
+				case <-time.After(wait):
+					if mode != PubSubOff {
+						t.Errorf("mode %d, claim %v: the subscriber was not woken", mode, withClaim)
+					}
+				}
+				cancel()
+			}
 		}
 	})
 }

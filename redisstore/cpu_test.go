@@ -199,7 +199,7 @@ func cmdUsec(ctx context.Context, c *redis.Client) float64 {
 }
 
 // TestScriptCost (IDEM_CPU_REDIS as above: it is flushed) runs
-// finishScript on fresh in_progress records, pipelined: with the claim
+// the finish script on fresh in_progress records, pipelined: with the claim
 // as Finish sends it on a first-time request (the script compares the
 // value once) and without it (the script decodes), each with and without
 // the publish. It logs the server's usec per EVALSHA (INFO commandstats)
@@ -218,9 +218,10 @@ func TestScriptCost(t *testing.T) {
 	const n, batch = 20000, 500
 	attempt := "0123456789abcdef0123456789abcdef"
 	result := []byte(`{"id":"ch_0123456789","status":"succeeded","amount":1000}`)
-	perCall := func(withClaim bool, pub interface{}) (usec, cpu float64) {
+	perCall := func(withClaim bool, pub string) (usec, cpu float64) {
 		c.FlushAll(ctx)
-		if err := finishScript.Load(ctx, c).Err(); err != nil {
+		sc := redis.NewScript(finishLua(pub))
+		if err := sc.Load(ctx, c).Err(); err != nil {
 			t.Fatal(err)
 		}
 		claims := make([]idem.Record, n)
@@ -249,8 +250,8 @@ func TestScriptCost(t *testing.T) {
 					fp.Claim = claims[i]
 				}
 				fc := s.newFinishCall(&fp)
-				cmds = append(cmds, pl.EvalSha(ctx, finishScript.Hash(), []string{fc.rec, fc.ch},
-					[]byte(fc.exp), []byte(fc.val), []byte(fc.pxat), pub))
+				cmds = append(cmds, pl.EvalSha(ctx, sc.Hash(), []string{fc.rec, fc.ch},
+					[]byte(fc.exp), []byte(fc.val), []byte(fc.pxat)))
 			}
 			if _, err := pl.Exec(ctx); err != nil {
 				t.Fatal(err)

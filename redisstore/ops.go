@@ -228,7 +228,7 @@ func (s *Store) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, 
 			return finishRecord(&p, v, claim)
 		}
 	}
-	res, err := finishScript.Run(ctx, s.client, []string{fc.rec, fc.ch}, []byte(fc.exp), []byte(fc.val), []byte(fc.pxat), s.pubArg).Result()
+	res, err := s.finish.Run(ctx, s.client, []string{fc.rec, fc.ch}, []byte(fc.exp), []byte(fc.val), []byte(fc.pxat)).Result()
 	if err != nil {
 		return nil, storeErr("finish", wrongType(err))
 	}
@@ -291,9 +291,6 @@ func finishRecord(p *idem.FinishParams, res string, claim bool) (*idem.Record, e
 	}, nil
 }
 
-// finishSHA is finishScript's hash, boxed once.
-var finishSHA interface{} = finishScript.Hash()
-
 // argBytes passes a []byte to go-redis through a pointer, which an
 // interface holds without an allocation of its own.
 type argBytes []byte
@@ -301,33 +298,33 @@ type argBytes []byte
 // MarshalBinary implements encoding.BinaryMarshaler for go-redis's writer.
 func (b *argBytes) MarshalBinary() ([]byte, error) { return *b, nil }
 
-// finishInline is how many bytes of finishScript's arguments a finishCall
+// finishInline is how many bytes of the finish script's arguments a finishCall
 // holds itself: a first-time request's (the claim's value twice, once with
 // the outcome over it: ~380 bytes with a 32-byte attempt id, a 60-byte
 // result and no intent) need no allocation of their own.
 const finishInline = 512
 
-// finishCall holds one EVALSHA of finishScript: its arguments point into
+// finishCall holds one EVALSHA of the finish script: its arguments point into
 // the same allocation, and so do their bytes when they fit.
 type finishCall struct {
-	args           [9]interface{}
+	args           [8]interface{}
 	rec, ch        string
 	exp, val, pxat argBytes
 	buf            [finishInline]byte
 }
 
-// newFinishCall builds finishScript's arguments (see its doc): the
+// newFinishCall builds the finish script's arguments (see its doc): the
 // expected value (the claim's, or empty), the new value, the TTL and the
 // publish command.
 func (s *Store) newFinishCall(p *idem.FinishParams) *finishCall {
 	fc := &finishCall{}
 	fc.rec, fc.ch = s.recChanKeys(p.Scope, p.Key)
 	fc.exp, fc.val, fc.pxat = s.finishArgs(p, fc.buf[:0])
-	fc.args = [9]interface{}{"evalsha", finishSHA, "2", &fc.rec, &fc.ch, &fc.exp, &fc.val, &fc.pxat, s.pubArg}
+	fc.args = [8]interface{}{"evalsha", s.finishSHA, "2", &fc.rec, &fc.ch, &fc.exp, &fc.val, &fc.pxat}
 	return fc
 }
 
-// finishArgs appends finishScript's expected value, new value and TTL to
+// finishArgs appends the finish script's expected value, new value and TTL to
 // b (allocating when b is too small):
 //
 //	new      "I1" state token expires ";" completed ";" len ":" result [rest]
@@ -407,7 +404,7 @@ func (s *Store) finishArgs(p *idem.FinishParams, b []byte) (exp, val, pxat []byt
 // NOSCRIPT, a redirect or a script error (each raised before the script
 // writes); the caller then runs the script through go-redis's Script.Run,
 // whose handling loads the script, follows redirects and returns errors.
-// Running finishScript twice is harmless: a repeated outcome answers the
+// Running the finish script twice is harmless: a repeated outcome answers the
 // stored value. A transport error is returned as it is (go-redis already
 // retried).
 func (fc *finishCall) runRaw(ctx context.Context, rd rawDoer) (v string, claim, done bool, err error) {
