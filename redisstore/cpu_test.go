@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -303,4 +305,160 @@ func cpuClient(t *testing.T) *redis.Client {
 	c := redis.NewClient(opt)
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// TestServerInstructions counts the server's instructions per command,
+// which, unlike time, do not depend on the machine's other load. It needs
+// a redis-server of its own running under callgrind, e.g.
+//
+//	valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p \
+//	  redis-server --port 6393 --save '' --appendonly no &
+//
+// with IDEM_CPU_REDIS naming it (it is flushed), IDEM_CPU_CALLGRIND its
+// pid and IDEM_CPU_CALLGRIND_OUT its --callgrind-out-file (/tmp/cg.<pid>). For each command it zeroes the counts (callgrind_control -z),
+// sends 2,000 of them in pipelines of 200 and dumps the counts, and logs
+// the dump's total per command: the raw side's SET NX EX and 8-field
+// HSET, the claim's SET NX GET, and the finish script on both its paths.
+func TestServerInstructions(t *testing.T) {
+	pid := os.Getenv("IDEM_CPU_CALLGRIND")
+	if pid == "" {
+		t.Skip("IDEM_CPU_CALLGRIND not set")
+	}
+	c := cpuClient(t)
+	ctx := context.Background()
+	s, err := New(c, Config{Prefix: "ir"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	prefix := os.Getenv("IDEM_CPU_CALLGRIND_OUT")
+	now := time.Now()
+	const n, batch = 2000, 200
+	attempt := "0123456789abcdef0123456789abcdef"
+	result := []byte(`{"id":"ch_0123456789","status":"succeeded","amount":1000}`)
+	fpr := idem.NewFingerprint([]byte("fp"))
+	ctl := func(args ...string) {
+		if out, err := exec.Command("callgrind_control", append(args, pid)...).CombinedOutput(); err != nil {
+			t.Fatalf("callgrind_control %v: %v %s", args, err, out)
+		}
+	}
+	claimP := func(i int) idem.ClaimParams {
+		return idem.ClaimParams{Scope: "bench", Key: strconv.Itoa(i), Fingerprint: fpr, AttemptID: attempt,
+			Now: now, LeaseUntil: now.Add(time.Minute)}
+	}
+	finishP := func(i int, withClaim bool) idem.FinishParams {
+		p := claimP(i)
+		fp := idem.FinishParams{Scope: p.Scope, Key: p.Key, Fence: 1, AttemptID: attempt, State: idem.StateSucceeded,
+			Result: result, CompletedAt: now, ExpiresAt: now.Add(24 * time.Hour)}
+		if withClaim {
+			fp.Claim = idem.Record{Scope: p.Scope, Key: p.Key, Fingerprint: fpr, State: idem.StateInProgress, Fence: 1,
+				AttemptID: attempt, CreatedAt: p.Now, LeaseUntil: p.LeaseUntil}
+		}
+		return fp
+	}
+	finish := func(withClaim bool) func(pl redis.Pipeliner, i int) {
+		return func(pl redis.Pipeliner, i int) {
+			fp := finishP(i, withClaim)
+			fc := s.newFinishCall(&fp)
+			pl.EvalSha(ctx, s.finish.Hash(), []string{fc.rec, fc.ch}, []byte(fc.exp), []byte(fc.val), []byte(fc.pxat))
+		}
+	}
+	claim := func(pl redis.Pipeliner, i int) {
+		p := claimP(i)
+		pl.Do(ctx, "set", s.recKey(p.Scope, p.Key), newClaimValue(&p), "nx", "get")
+	}
+	cases := []struct {
+		name         string
+		claimed      bool // the records exist, claimed, before the commands run
+		cmd          func(pl redis.Pipeliner, i int)
+		wantFirstRes interface{}
+	}{
+		{"raw SET NX EX", false, func(pl redis.Pipeliner, i int) {
+			pl.SetNX(ctx, "cpuraw:"+strconv.Itoa(i)+":lock", "attempt", time.Hour)
+		}, true},
+		{"raw HSET", false, func(pl redis.Pipeliner, i int) {
+			us := now.UnixMicro()
+			pl.HSet(ctx, "cpuraw:"+strconv.Itoa(i)+":rec", "state", "succeeded", "fence", 1, "fp", fpr[:],
+				"attempt", "attempt", "result", result, "created", us, "completed", us, "expires", us+3600e6)
+		}, int64(8)},
+		{"claim SET NX GET", false, claim, nil},
+		{"finish, claim compared", true, finish(true), int64(1)},
+		{"finish, decoding", true, finish(false), nil},
+	}
+	for _, tc := range cases {
+		c.FlushAll(ctx)
+		if err := s.finish.Load(ctx, c).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if tc.claimed {
+			pl := c.Pipeline()
+			for i := range n {
+				claim(pl, i)
+			}
+			_, _ = pl.Exec(ctx)
+		}
+		out := strings.ReplaceAll(strings.ReplaceAll(tc.name, " ", "_"), ",", "")
+		ctl("-z")
+		var first redis.Cmder
+		for b := 0; b < n; b += batch {
+			pl := c.Pipeline()
+			for i := b; i < b+batch; i++ {
+				tc.cmd(pl, i)
+			}
+			cmds, err := pl.Exec(ctx)
+			if err != nil && err != redis.Nil {
+				t.Fatal(tc.name, err)
+			}
+			if first == nil {
+				first = cmds[0]
+			}
+		}
+		ctl("--dump=" + out)
+		if tc.wantFirstRes != nil {
+			var got interface{}
+			switch c := first.(type) {
+			case *redis.Cmd:
+				got = c.Val()
+			case *redis.BoolCmd:
+				got = c.Val()
+			case *redis.IntCmd:
+				got = c.Val()
+			}
+			if got != tc.wantFirstRes {
+				t.Fatalf("%s: first reply %v, want %v", tc.name, got, tc.wantFirstRes)
+			}
+		}
+		t.Logf("%-24s %6.0f instructions/command", tc.name, float64(dumpTotal(t, prefix, out))/n)
+	}
+}
+
+// dumpTotal returns the total instruction count of the newest callgrind
+// dump (files prefix.N) triggered as name.
+func dumpTotal(t *testing.T, prefix, name string) int64 {
+	t.Helper()
+	files, _ := filepath.Glob(prefix + ".*")
+	var newest string
+	var at time.Time
+	var total int64
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil || !strings.Contains(string(b), "\ndesc: Trigger: dump "+name+"\n") {
+			continue
+		}
+		fi, err := os.Stat(f)
+		if err != nil || (newest != "" && !fi.ModTime().After(at)) {
+			continue
+		}
+		newest, at = f, fi.ModTime()
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "summary:") || strings.HasPrefix(line, "totals:") {
+				total, _ = strconv.ParseInt(strings.Fields(line)[1], 10, 64)
+				break
+			}
+		}
+	}
+	if newest == "" {
+		t.Fatalf("no callgrind dump %s.* for %s", prefix, name)
+	}
+	return total
 }
