@@ -105,7 +105,7 @@ return fence
 //
 // The publish command is part of the script (finishLua), not an argument
 // as in the other scripts: the server turns each argument into a Lua
-// string in a table, about 1,200 instructions of its ~47,000 per call.
+// string in a table, about 1,200 instructions of its ~45,000 per call.
 //
 // ARGV: claim value or "", new value, pxat or "".
 const finishTemplate = `
