@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/storetest"
 )
 
 // forBackends runs fn once per deployment kind (standalone, cluster).
@@ -576,12 +577,24 @@ func TestFinishComparesClaimOnce(t *testing.T) {
 				t.Fatalf("%s: TTL %v after a terminal outcome", cp.Key, ttl)
 			}
 		}
-		claim := mustClaim(t, s, claimP("beat", "a1", t0)).Record
+		// A terminal outcome without ExpiresAt takes the same path and
+		// leaves the key without a TTL.
+		claim := mustClaim(t, s, claimP("forever", "a1", t0)).Record
+		fp := finishP(claim, idem.StateSucceeded, "v", t0)
+		fp.ExpiresAt, fp.Claim = time.Time{}, claim
+		fc := s.newFinishCall(&fp)
+		if _, fast, done, err := fc.runRaw(ctx, rd); err != nil || !done || !fast {
+			t.Fatalf("no expiry: runRaw = fast %v, done %v, %v; want the claim path", fast, done, err)
+		}
+		if ttl := c.PTTL(ctx, fc.rec).Val(); ttl != -1 {
+			t.Fatalf("no expiry: TTL %v, want none", ttl)
+		}
+		claim = mustClaim(t, s, claimP("beat", "a1", t0)).Record
 		if err := s.Heartbeat(ctx, idem.HeartbeatParams{Scope: claim.Scope, Key: claim.Key, Fence: claim.Fence,
 			AttemptID: claim.AttemptID, LeaseUntil: t0.Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
-		fp := finishP(claim, idem.StateSucceeded, "v", t0)
+		fp = finishP(claim, idem.StateSucceeded, "v", t0)
 		fp.Claim = claim
 		if v, fast, done, err := s.newFinishCall(&fp).runRaw(ctx, rd); err != nil || !done || fast || v[:3] != "I1s" {
 			t.Fatalf("after a heartbeat: runRaw = %.3q, fast %v, done %v, %v; want the stored value", v, fast, done, err)
@@ -650,5 +663,27 @@ func TestFinishPublishes(t *testing.T) {
 				cancel()
 			}
 		}
+	})
+}
+
+// noRawClient hides DoRaw, as a client wrapped behind the
+// UniversalClient interface does.
+type noRawClient struct{ redis.UniversalClient }
+
+// TestConformanceWithoutDoRaw runs the suite on a client without DoRaw:
+// claims and finishes then go through go-redis's Do and Script.Run,
+// whose replies (nil, 1, a value, a status word) are read the same way.
+// Standalone only: a Cluster client behind the interface is not known for
+// one, so List and Sweep would scan a single master.
+func TestConformanceWithoutDoRaw(t *testing.T) {
+	c := noRawClient{standaloneClient(t)}
+	if _, ok := interface{}(c).(rawDoer); ok {
+		t.Fatal("noRawClient has DoRaw")
+	}
+	storetest.Run(t, storetest.Harness{
+		NewStore: func(t *testing.T) idem.Store { return newStoreOn(t, c, Config{}) },
+		NewPeer: func(t *testing.T, st idem.Store) idem.Store {
+			return newStoreOn(t, noRawClient{standaloneClient(t)}, Config{Prefix: st.(*Store).prefix})
+		},
 	})
 }
