@@ -97,6 +97,29 @@ func appendLen(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
+// decLen is the length of n in decimal.
+func decLen(n int64) int {
+	l, u := 1, uint64(n)
+	if n < 0 {
+		l, u = 2, -u
+	}
+	for ; u >= 10; u /= 10 {
+		l++
+	}
+	return l
+}
+
+// timeLen is the length of appendTime's encoding of t.
+func timeLen(t time.Time) int {
+	if t.IsZero() {
+		return 0
+	}
+	return decLen(t.UnixMicro())
+}
+
+// strLen is the length of appendLen's encoding of s.
+func strLen(s string) int { return decLen(int64(len(s))) + 1 + len(s) }
+
 // holderToken is fence ":" len ":" attempt, the part of the header that
 // names the attempt holding the record. It is self-delimiting, so a stored
 // value starts (after version and state) with the token exactly when its
@@ -117,15 +140,25 @@ func claimValue(p *idem.ClaimParams) (pre string, post []byte) {
 
 // newClaimValue is the whole value of a first claim (fence 1), as SET NX
 // GET writes it.
-func newClaimValue(p *idem.ClaimParams) []byte {
-	// The fixed part is up to 2+1+1 (version, state, fence), 4 separators
-	// and 3 empty lengths, 2 times of up to 20 bytes, 3 length prefixes of
-	// up to 21 bytes and the fingerprint: 136 bytes holds it without a
-	// second allocation.
-	b := make([]byte, 0, 136+len(p.AttemptID)+len(p.Scope)+len(p.Key)+len(p.Intent))
+func newClaimValue(p *idem.ClaimParams) []byte { return appendNewClaimValue(nil, p) }
+
+// appendNewClaimValue appends newClaimValue to b, or to a new buffer of
+// its exact length when b has not the room (never growing one: that
+// would cost a second allocation and a copy).
+func appendNewClaimValue(b []byte, p *idem.ClaimParams) []byte {
+	if n := newClaimLen(p); cap(b)-len(b) < n {
+		b = make([]byte, 0, n)
+	}
 	b = append(b, layoutVersion...)
 	b = append(b, codeInProgress, '1')
 	return appendClaimTail(b, p)
+}
+
+// newClaimLen is the length of newClaimValue(p).
+func newClaimLen(p *idem.ClaimParams) int {
+	// "I1p1:" len ":" attempt ";;0:" lease ";" created ";0:" scope key fp intent
+	return 5 + strLen(p.AttemptID) + 4 + timeLen(p.LeaseUntil) + 1 + timeLen(p.Now) + 3 +
+		strLen(p.Scope) + strLen(p.Key) + len(p.Fingerprint) + len(p.Intent)
 }
 
 // appendClaimTail appends what follows the fence in a new claim's value.

@@ -148,13 +148,91 @@ func TestRecChanKeys(t *testing.T) {
 }
 
 // TestNewClaimValueOneAllocation: the claim's value is built in one
-// allocation, whatever the lengths (a short capacity estimate grows the
-// buffer, a second allocation and a copy).
+// allocation of its exact length, whatever the lengths (a short capacity
+// estimate grows the buffer, a second allocation and a copy), and in
+// none into a buffer with the room.
 func TestNewClaimValueOneAllocation(t *testing.T) {
-	now := time.Unix(1<<40, 999)
-	p := idem.ClaimParams{Scope: "scope", Key: "k", AttemptID: strings.Repeat("a", 32), Intent: []byte("{}"),
-		Now: now, LeaseUntil: now.Add(time.Hour)}
-	if n := testing.AllocsPerRun(100, func() { _ = newClaimValue(&p) }); n != 1 {
-		t.Fatalf("newClaimValue: %v allocations, want 1", n)
+	for _, now := range []time.Time{time.Unix(1<<40, 999), time.Unix(-1<<40, 0), {}} {
+		for _, n := range []int{0, 9, 10, 5000} {
+			long := strings.Repeat("x", n)
+			p := idem.ClaimParams{Scope: "scope" + long, Key: "k" + long, AttemptID: strings.Repeat("a", 32) + long,
+				Intent: []byte("{}" + long), Now: now, LeaseUntil: now.Add(time.Hour)}
+			v := newClaimValue(&p)
+			if len(v) != newClaimLen(&p) {
+				t.Fatalf("n=%d %v: value of %d bytes, newClaimLen %d", n, now, len(v), newClaimLen(&p))
+			}
+			if a := testing.AllocsPerRun(100, func() { _ = newClaimValue(&p) }); a != 1 {
+				t.Fatalf("newClaimValue: %v allocations, want 1", a)
+			}
+			buf := make([]byte, 0, len(v))
+			if a := testing.AllocsPerRun(100, func() { _ = appendNewClaimValue(buf, &p) }); a != 0 {
+				t.Fatalf("appendNewClaimValue into room: %v allocations, want 0", a)
+			}
+		}
+	}
+}
+
+// TestFinishArgs: with the caller's claim, Finish's expected value is
+// byte for byte the value the claim wrote, and its new value decodes to
+// the claim with the outcome over it; the arguments take one allocation
+// whatever the lengths, and none of their own when they fit the call.
+func TestFinishArgs(t *testing.T) {
+	s := &Store{prefix: "p", grace: time.Minute}
+	now := time.Date(1900, 1, 1, 0, 0, 0, 999, time.FixedZone("x", 3600)) // negative, off the microsecond
+	for _, n := range []int{0, 1, 5000} {
+		long := strings.Repeat("x", n)
+		cp := idem.ClaimParams{Scope: "s" + long, Key: "k" + long, AttemptID: "a" + long, Intent: []byte(long),
+			Fingerprint: idem.NewFingerprint([]byte(long)), Now: now, LeaseUntil: now.Add(time.Hour)}
+		claim := idem.Record{Scope: cp.Scope, Key: cp.Key, Fingerprint: cp.Fingerprint, State: idem.StateInProgress,
+			Fence: 1, AttemptID: cp.AttemptID, Intent: cp.Intent, CreatedAt: utcMicro(cp.Now), LeaseUntil: utcMicro(cp.LeaseUntil)}
+		fp := idem.FinishParams{Scope: cp.Scope, Key: cp.Key, Fence: 1, AttemptID: cp.AttemptID, State: idem.StateSucceeded,
+			Result: []byte("r" + long), CompletedAt: now, ExpiresAt: now.Add(time.Hour), Claim: claim}
+		exp, val, pxat := s.finishArgs(&fp, nil)
+		if string(exp) != string(newClaimValue(&cp)) {
+			t.Fatalf("n=%d: expected value %q\nclaim wrote    %q", n, exp, newClaimValue(&cp))
+		}
+		got, err := decodeRecord(string(val))
+		want, _ := finishRecord(&fp, "", true)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("n=%d: new value decodes to %+v, %v\nwant %+v", n, got, err, want)
+		}
+		if string(pxat) != strconv.FormatInt(fp.ExpiresAt.Add(time.Minute).UnixMilli(), 10) {
+			t.Fatalf("n=%d: pxat %q", n, pxat)
+		}
+		// A take-over claim (fence 2) wrote pre + "2" + post.
+		fp.Fence, fp.Claim.Fence = 2, 2
+		pre, post := claimValue(&cp)
+		if exp, _, _ := s.finishArgs(&fp, nil); string(exp) != pre+"2"+string(post) {
+			t.Fatalf("n=%d: fence 2: expected value %q", n, exp)
+		}
+		// The arguments are sized exactly: they fit a buffer of their
+		// length without an allocation, and take one otherwise, for every
+		// shape (claim or none, unknown, no expiry).
+		unknown, noExpiry, noClaim := fp, fp, fp
+		unknown.State = idem.StateUnknown
+		noExpiry.ExpiresAt = time.Time{}
+		noClaim.Claim = idem.Record{}
+		for _, p := range []*idem.FinishParams{&fp, &unknown, &noExpiry, &noClaim} {
+			exp, val, pxat := s.finishArgs(p, nil)
+			size := len(exp) + len(val) + len(pxat)
+			exact, short := make([]byte, 0, size), make([]byte, 0, size-1)
+			if a := testing.AllocsPerRun(100, func() { s.finishArgs(p, exact) }); a != 0 {
+				t.Fatalf("n=%d %s: finishArgs into %d bytes: %v allocations, want 0", n, p.State, size, a)
+			}
+			if a := testing.AllocsPerRun(100, func() { s.finishArgs(p, short) }); a != 1 {
+				t.Fatalf("n=%d %s: finishArgs into %d bytes: %v allocations, want 1", n, p.State, size-1, a)
+			}
+		}
+		if a := testing.AllocsPerRun(100, func() { s.newFinishCall(&fp) }); n == 0 && a != 2 {
+			t.Fatalf("newFinishCall: %v allocations, want 2 (the call and its keys)", a)
+		}
+	}
+}
+
+func TestDecLen(t *testing.T) {
+	for _, n := range []int64{0, 1, 9, 10, 99, 100, -1, -9, -10, 1<<63 - 1, -1 << 63, 1e18, -1e18} {
+		if got, want := decLen(n), len(strconv.FormatInt(n, 10)); got != want {
+			t.Errorf("decLen(%d) = %d, want %d", n, got, want)
+		}
 	}
 }

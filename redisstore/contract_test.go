@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/storetest"
 )
 
 // forBackends runs fn once per deployment kind (standalone, cluster).
@@ -530,5 +531,159 @@ func TestFinishClaimHint(t *testing.T) {
 				t.Fatalf("%s: retried Finish = %+v, %v", change, got2, err)
 			}
 		}
+	})
+}
+
+// TestFinishComparesClaimOnce: Finish given its claim sends the claim's
+// exact value, and the script takes the one-comparison path (answer 1)
+// whenever the stored value is the claim (a first claim, a take-over of
+// an expired record, a claim with a long intent or none), writing
+// exactly the new value Finish built; after a heartbeat it does not.
+func TestFinishComparesClaimOnce(t *testing.T) {
+	forBackends(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := context.Background()
+		s := newStoreOn(t, c, Config{})
+		if err := c.ScriptLoad(ctx, finishLua(s.pubCmd)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		rd := c.(rawDoer)
+		long := claimP("long", "a1", t0)
+		long.Intent = make([]byte, 4000)
+		none := claimP("none", "a1", t0.Add(time.Nanosecond)) // times off the microsecond
+		none.Intent = nil
+		old := claimP("old", "a1", t0)
+		r := mustClaim(t, s, old).Record
+		if _, err := s.Finish(ctx, finishP(r, idem.StateSucceeded, "v", t0)); err != nil {
+			t.Fatal(err)
+		}
+		takeover := claimP("old", "a2", t0.Add(2*time.Hour))
+		for _, cp := range []idem.ClaimParams{claimP("first", "a1", t0), long, none, takeover} {
+			claim := mustClaim(t, s, cp).Record
+			fp := finishP(claim, idem.StateFailed, "boom", t0.Add(time.Minute))
+			fp.Claim = claim
+			fc := s.newFinishCall(&fp)
+			_, fast, done, err := fc.runRaw(ctx, rd)
+			if err != nil || !done || !fast {
+				t.Fatalf("%s (fence %d): runRaw = fast %v, done %v, %v; want the claim path", cp.Key, claim.Fence, fast, done, err)
+			}
+			if v := c.Get(ctx, fc.rec).Val(); v != string(fc.val) {
+				t.Fatalf("%s: stored %q\nwant %q", cp.Key, v, fc.val)
+			}
+			want, _ := finishRecord(&fp, "", true)
+			if got, err := s.Get(ctx, cp.Scope, cp.Key); err != nil || !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s: stored %+v, %v\nbuilt %+v", cp.Key, got, err, want)
+			}
+			if ttl := c.PTTL(ctx, fc.rec).Val(); ttl <= 0 {
+				t.Fatalf("%s: TTL %v after a terminal outcome", cp.Key, ttl)
+			}
+		}
+		// A terminal outcome without ExpiresAt takes the same path and
+		// leaves the key without a TTL.
+		claim := mustClaim(t, s, claimP("forever", "a1", t0)).Record
+		fp := finishP(claim, idem.StateSucceeded, "v", t0)
+		fp.ExpiresAt, fp.Claim = time.Time{}, claim
+		fc := s.newFinishCall(&fp)
+		if _, fast, done, err := fc.runRaw(ctx, rd); err != nil || !done || !fast {
+			t.Fatalf("no expiry: runRaw = fast %v, done %v, %v; want the claim path", fast, done, err)
+		}
+		if ttl := c.PTTL(ctx, fc.rec).Val(); ttl != -1 {
+			t.Fatalf("no expiry: TTL %v, want none", ttl)
+		}
+		claim = mustClaim(t, s, claimP("beat", "a1", t0)).Record
+		if err := s.Heartbeat(ctx, idem.HeartbeatParams{Scope: claim.Scope, Key: claim.Key, Fence: claim.Fence,
+			AttemptID: claim.AttemptID, LeaseUntil: t0.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		fp = finishP(claim, idem.StateSucceeded, "v", t0)
+		fp.Claim = claim
+		if v, fast, done, err := s.newFinishCall(&fp).runRaw(ctx, rd); err != nil || !done || fast || v[:3] != "I1s" {
+			t.Fatalf("after a heartbeat: runRaw = %.3q, fast %v, done %v, %v; want the stored value", v, fast, done, err)
+		}
+	})
+}
+
+// TestFinishNeverMatchesEmptyValue: without a claim, Finish's expected
+// value is empty; a key holding an empty string is not a record, and is
+// refused, not overwritten.
+func TestFinishNeverMatchesEmptyValue(t *testing.T) {
+	forBackends(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := context.Background()
+		s := newStoreOn(t, c, Config{})
+		rec := s.recKey("tenant-a", "empty")
+		if err := c.Set(ctx, rec, "", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		fp := finishP(idem.Record{Scope: "tenant-a", Key: "empty", Fence: 1, AttemptID: "a"}, idem.StateSucceeded, "v", t0)
+		if _, err := s.Finish(ctx, fp); err == nil || errors.Is(err, idem.ErrFenced) {
+			t.Errorf("Finish over an empty value = %v, want an error other than fenced", err)
+		}
+		if v, err := c.Get(ctx, rec).Result(); err != nil || v != "" {
+			t.Errorf("the empty value became %q, %v", v, err)
+		}
+	})
+}
+
+// TestFinishPublishes: the finish script has the store's publish command
+// built in; a subscriber is woken by a finish on either of its paths
+// (the caller's claim compared once, or the decoding one) in each mode
+// that publishes, and PubSubOff publishes nothing.
+func TestFinishPublishes(t *testing.T) {
+	forBackends(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := context.Background()
+		for _, mode := range []PubSubMode{PubSubSharded, PubSubClassic, PubSubOff} {
+			s := newStoreOn(t, c, Config{PubSub: mode, PollFallback: time.Hour})
+			for _, withClaim := range []bool{true, false} {
+				key := fmt.Sprint("pub-", mode, "-", withClaim)
+				claim := mustClaim(t, s, claimP(key, "a1", t0)).Record
+				ch, cancel, err := s.Subscribe(ctx, claim.Scope, claim.Key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fp := finishP(claim, idem.StateSucceeded, "v", t0)
+				if withClaim {
+					fp.Claim = claim
+				}
+				if _, err := s.Finish(ctx, fp); err != nil {
+					t.Fatal(err)
+				}
+				wait := 5 * time.Second
+				if mode == PubSubOff {
+					wait = 200 * time.Millisecond
+				}
+				select {
+				case <-ch:
+					if mode == PubSubOff {
+						t.Errorf("PubSubOff, claim %v: the subscriber was woken", withClaim)
+					}
+				case <-time.After(wait):
+					if mode != PubSubOff {
+						t.Errorf("mode %d, claim %v: the subscriber was not woken", mode, withClaim)
+					}
+				}
+				cancel()
+			}
+		}
+	})
+}
+
+// noRawClient hides DoRaw, as a client wrapped behind the
+// UniversalClient interface does.
+type noRawClient struct{ redis.UniversalClient }
+
+// TestConformanceWithoutDoRaw runs the suite on a client without DoRaw:
+// claims and finishes then go through go-redis's Do and Script.Run,
+// whose replies (nil, 1, a value, a status word) are read the same way.
+// Standalone only: a Cluster client behind the interface is not known for
+// one, so List and Sweep would scan a single master.
+func TestConformanceWithoutDoRaw(t *testing.T) {
+	c := noRawClient{standaloneClient(t)}
+	if _, ok := interface{}(c).(rawDoer); ok {
+		t.Fatal("noRawClient has DoRaw")
+	}
+	storetest.Run(t, storetest.Harness{
+		NewStore: func(t *testing.T) idem.Store { return newStoreOn(t, c, Config{}) },
+		NewPeer: func(t *testing.T, st idem.Store) idem.Store {
+			return newStoreOn(t, noRawClient{standaloneClient(t)}, Config{Prefix: st.(*Store).prefix})
+		},
 	})
 }

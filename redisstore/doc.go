@@ -42,17 +42,19 @@
 // the same release) that script is the whole claim.
 //
 // Finish, Release, Heartbeat, Resolve and SetMark are scripts that check
-// the holder token (or the fence) before writing. Finish finds the end of
-// the result with three string searches and keeps the rest of the value
-// as one slice, so it costs one GET and one SET on the server; it answers
-// with the new value, so it costs no second read. Given the caller's claim
-// ([idem.FinishParams].Claim), the script also checks that the value
-// still holds the claim's lease, created time and mark, and then answers
-// just "hint": the store builds the record from the claim instead of
-// sending and decoding the value. Sweep deletes each
-// record in a script that re-checks "terminal and expired" itself. Scripts
-// run by EVALSHA and cross the wire once per server (go-redis falls back
-// to EVAL only on NOSCRIPT).
+// the holder token (or the fence) before writing. Given the caller's
+// claim ([idem.FinishParams].Claim), Finish sends the claim's exact value
+// and the exact new value: when the stored value is still the claim (no
+// heartbeat or mark since), the script compares the two strings once,
+// writes the new value and answers 1, and the store builds the record
+// from the claim, so a first-time finish does no decoding in Lua and
+// reads nothing back. Otherwise the script compares the token as a prefix
+// of the stored value, finds the end of the result with three string
+// searches, keeps the rest of the value as one slice and answers with the
+// new value, so it costs one GET and one SET on the server and no second
+// read. Sweep deletes each record in a script that re-checks "terminal
+// and expired" itself. Scripts run by EVALSHA and cross the wire once per
+// server (go-redis falls back to EVAL only on NOSCRIPT).
 //
 // # Replays
 //
@@ -68,42 +70,50 @@
 //
 // # Performance
 //
-// A first request is SET NX GET plus the Finish script (about 1 µs and
-// 4 µs of server time on Redis 7.0) against raw SET NX plus a 9-field
-// HSET; a replay is one GET against raw HGETALL. Measured with `idem bench
-// --concurrency 16,64 --duration 2s --scenarios first,replay` on a shared
-// 2-core VM (Redis 7.0, appendonly no, load average 1.5–2), interleaved
-// with the hash layout that came before:
+// A first request is SET NX GET plus the Finish script against raw SET
+// NX plus an 8-field HSET; a replay is one GET against raw HGETALL.
+// Measured with `idem bench --concurrency 16,64 --duration 2s --scenarios
+// first,replay` on a shared 2-core VM (Redis 7.0, appendonly no, load
+// average 1.5–2), interleaved with the hash layout that came before:
 //
 //	idem/raw        hash layout (c=16 / c=64)   layout I1 (c=16 / c=64)
 //	first-time      0.51–0.58 / 0.62–0.70       0.69–0.79 / 0.73–0.80
 //	replay          0.73–0.84 / 0.76–0.85       0.84–0.93 / 0.92–0.95
 //
 // The hash layout ran a script for every claim and finish (15–30 µs of
-// server time per EVALSHA). What is left of the first-time gap is the
-// engine's own work on the client, the finish script's Lua overhead and
-// the record encoding, on two cores shared by client and server.
+// server time per EVALSHA).
 //
 // On the client, the claim's SET NX GET and Finish's EVALSHA both go as
-// DoRaw with their arguments held by pointer in one allocation, and the
-// replies are read without go-redis's generic Cmd; the record decoder
-// parses numbers in one pass. A first-time request through the engine
-// makes 28 allocations (45 before; raw SET NX + HSET: 21), of which the
-// engine's finish context (a timer armed when go-redis asks for Done), its
-// effect context and attempt id account for 6. On the server the finish
-// script costs about 6–9 µs per call on fresh keys under load, with or
-// without its SPUBLISH (no measurable difference), against a few µs for
-// the raw HSET; a pre-loaded FUNCTION (FCALL) costs the same as EVALSHA.
-// Measured after these changes (Redis 7.0 on its own port, load average
-// 1–3, interleaved with the build before them): client CPU per first-time
-// request 26–27.5 µs against 28.5–30.3 µs before (raw: 20 µs), server
-// CPU unchanged at about 20.5 µs (raw: 15–16 µs); `idem bench
-// --concurrency 16,64 --duration 2s --scenarios first` idem/raw 0.86–0.88
-// / 0.92–1.01 against 0.77–0.81 / 0.88–0.89 before.
-// TestCPUPerRequest and TestScriptCost (cpu_test.go, gated by
-// IDEM_CPU_REDIS) measure CPU per request and the script's server time,
-// which stay comparable on a loaded machine where wall-clock ratios do
-// not.
+// DoRaw with their arguments, and their bytes when they fit, in one
+// allocation, sized exactly; the replies are read without go-redis's
+// generic Cmd, and the finish's usual answer is the integer 1. A
+// first-time request through the engine makes 24 allocations (raw SET NX
+// + HSET: 21): the store's own are its two calls, the record key, the
+// channel key and the finished record; go-redis makes 5 per command (the
+// command, its reply, and 3 in its per-Get connection health check); the
+// engine's finish context (a timer armed when go-redis's pool asks for
+// Done on every command), effect context and attempt id make 7. Of the
+// store's client CPU, its own code is about 5%; the rest is go-redis and
+// the socket.
+//
+// On the server, time per command swings with the machine's other load;
+// instructions do not. Counted under callgrind (TestServerInstructions,
+// 2,000 commands pipelined): SET NX GET 8,300, the finish script 44,600
+// on the first-time path (68,100 when it decoded the value in Lua), of
+// which EVALSHA itself (turning the keys and arguments into Lua strings
+// and tables) is about 24,000 and the publish about 3,800; raw SET NX EX
+// 9,300 and HSET 27,200. So a first-time request costs the server about
+// 52,900 instructions in commands against raw's 36,500 (76,400 before).
+// A pre-loaded FUNCTION (FCALL) costs the same as EVALSHA; Redis 7.0 has
+// no conditional write without a script. Skipping the publish when no
+// one waits would need the waiters to mark the record (a layout change)
+// for 3,800 instructions.
+//
+// TestCPUPerRequest (client CPU by getrusage, server CPU and command time
+// per request, raw and idem interleaved), TestScriptCost and
+// TestServerInstructions (cpu_test.go, gated by IDEM_CPU_REDIS) are the
+// measurement tools; they stay comparable on a loaded machine where
+// wall-clock ratios do not.
 //
 // # Retention
 //

@@ -126,7 +126,7 @@ type rawDoer interface {
 // GET.
 func (s *Store) claimOn(ctx context.Context, c claimConn, rec string, p *idem.ClaimParams) (int64, *idem.Record, error) {
 	if s.setNXGet {
-		v, found, err := setNXGet(ctx, c, rec, newClaimValue(p))
+		v, found, err := setNXGet(ctx, c, rec, p)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -202,10 +202,16 @@ func (s *Store) awaitDurable(ctx context.Context, conn *redis.Conn) error {
 	return nil
 }
 
-// Finish implements [idem.Store.Finish]: one script that compares the
-// stored holder token (fence and attempt) as a prefix and rewrites the
-// value. A terminal outcome also sets the key's TTL to ExpiresAt plus
+// Finish implements [idem.Store.Finish]: one script that rewrites the
+// value if the stored holder token (fence and attempt) is the caller's. A
+// terminal outcome also sets the key's TTL to ExpiresAt plus
 // Config.ExpiryGrace.
+//
+// Given the caller's claim (p.Claim), Finish sends the claim's exact value
+// and the exact new value: when the stored value is the claim, the script
+// compares once and writes, and the store builds the answer from the
+// claim. Otherwise the script decodes what it needs and answers the value
+// it leaves (or a status word).
 func (s *Store) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -213,33 +219,42 @@ func (s *Store) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, 
 	if p.State != idem.StateSucceeded && p.State != idem.StateFailed && p.State != idem.StateUnknown {
 		return nil, fmt.Errorf("redisstore: finish: state %q is not succeeded, failed or unknown", p.State)
 	}
-	tok, meta, hint := s.finishArgs(&p)
+	fc := s.newFinishCall(&p)
 	if rd, ok := s.client.(rawDoer); ok {
-		if v, done, err := s.finishRaw(ctx, rd, &p, tok, meta, hint); done {
+		if v, claim, done, err := fc.runRaw(ctx, rd); done {
 			if err != nil {
 				return nil, storeErr("finish", err)
 			}
-			return finishRecord(&p, v)
+			return finishRecord(&p, v, claim)
 		}
 	}
-	res, err := s.run(ctx, "finish", finishScript, p.Scope, p.Key, tok, meta, p.Result, s.pubArg, hint)
+	res, err := s.finish.Run(ctx, s.client, []string{fc.rec, fc.ch}, []byte(fc.exp), []byte(fc.val), []byte(fc.pxat)).Result()
 	if err != nil {
-		return nil, err
+		return nil, storeErr("finish", wrongType(err))
 	}
-	return finishRecord(&p, res)
+	switch v := res.(type) {
+	case int64:
+		if v == 1 {
+			return finishRecord(&p, "", true)
+		}
+	case string:
+		return finishRecord(&p, v, false)
+	}
+	return nil, storeErr("finish", fmt.Errorf("unexpected script reply %T %.20v", res, res))
 }
 
-// appendHint appends p.Claim encoded for finishScript: every byte that
-// follows the result in the claim's value (lease, created, mark, scope,
-// key, fingerprint, intent), so that the script's equality check proves
-// the record built from the claim is the stored one. It appends nothing when
-// p.Claim is no hint (not this attempt's in_progress claim).
-func appendHint(b []byte, p *idem.FinishParams) []byte {
+// claimHint reports whether p.Claim is this attempt's in_progress claim,
+// whose value Finish can send, for a terminal outcome.
+func claimHint(p *idem.FinishParams) bool {
 	c := &p.Claim
-	if c.State != idem.StateInProgress || c.Fence != p.Fence || c.AttemptID != p.AttemptID ||
-		c.Scope != p.Scope || c.Key != p.Key || p.State == idem.StateUnknown {
-		return b
-	}
+	return c.State == idem.StateInProgress && c.Fence == p.Fence && c.AttemptID == p.AttemptID &&
+		c.Scope == p.Scope && c.Key == p.Key && p.State != idem.StateUnknown
+}
+
+// appendClaimRest appends the bytes of c's value that follow the empty
+// result of an in_progress record: lease, created, mark, scope, key,
+// fingerprint, intent (see appendClaimTail).
+func appendClaimRest(b []byte, c *idem.Record) []byte {
 	b = appendTime(b, c.LeaseUntil)
 	b = append(b, ';')
 	b = appendTime(b, c.CreatedAt)
@@ -260,11 +275,11 @@ func nilIfEmpty(b []byte) []byte {
 	return b
 }
 
-// finishRecord is Finish's answer: for "hint", the record built from the
-// claim the script found still stored; otherwise the decoded value (or
-// the status word's error).
-func finishRecord(p *idem.FinishParams, res string) (*idem.Record, error) {
-	if res != "hint" {
+// finishRecord is Finish's answer: with claim, the record built from the
+// claim the script found stored; otherwise the decoded value (or the
+// status word's error).
+func finishRecord(p *idem.FinishParams, res string, claim bool) (*idem.Record, error) {
+	if !claim {
 		return recordFrom("finish", res)
 	}
 	c := &p.Claim
@@ -276,9 +291,6 @@ func finishRecord(p *idem.FinishParams, res string) (*idem.Record, error) {
 	}, nil
 }
 
-// finishSHA is finishScript's hash, boxed once.
-var finishSHA interface{} = finishScript.Hash()
-
 // argBytes passes a []byte to go-redis through a pointer, which an
 // interface holds without an allocation of its own.
 type argBytes []byte
@@ -286,64 +298,125 @@ type argBytes []byte
 // MarshalBinary implements encoding.BinaryMarshaler for go-redis's writer.
 func (b *argBytes) MarshalBinary() ([]byte, error) { return *b, nil }
 
-// finishCall holds one EVALSHA of finishScript: its arguments point into
-// the same allocation, so building the command costs one allocation
-// rather than one per argument.
+// finishInline is how many bytes of the finish script's arguments a finishCall
+// holds itself: a first-time request's (the claim's value twice, once with
+// the outcome over it: ~380 bytes with a 32-byte attempt id, a 60-byte
+// result and no intent) need no allocation of their own.
+const finishInline = 512
+
+// finishCall holds one EVALSHA of the finish script: its arguments point into
+// the same allocation, and so do their bytes when they fit.
 type finishCall struct {
-	args                    [10]interface{}
-	rec, ch                 string
-	tok, meta, result, hint argBytes
+	args           [8]interface{}
+	rec, ch        string
+	exp, val, pxat argBytes
+	buf            [finishInline]byte
 }
 
-// finishRaw sends finishScript by EVALSHA as DoRaw and reads the reply
-// itself: a bulk string, the stored value or a status word. done is false
-// when the reply is anything else, such as NOSCRIPT, a redirect or a
-// script error (each raised before the script writes); the caller then
-// runs the script through go-redis's Script.Run, whose handling loads the
-// script, follows redirects and returns errors. Running finishScript twice
-// is harmless: a repeated outcome answers the stored value. A transport
-// error is returned as it is (go-redis already retried).
-func (s *Store) finishRaw(ctx context.Context, rd rawDoer, p *idem.FinishParams, tok, meta, hint []byte) (v string, done bool, err error) {
-	fc := &finishCall{tok: tok, meta: meta, result: p.Result, hint: hint}
+// newFinishCall builds the finish script's arguments (see its doc): the
+// expected value (the claim's, or empty), the new value, the TTL and the
+// publish command.
+func (s *Store) newFinishCall(p *idem.FinishParams) *finishCall {
+	fc := &finishCall{}
 	fc.rec, fc.ch = s.recChanKeys(p.Scope, p.Key)
-	fc.args = [10]interface{}{"evalsha", finishSHA, "2", &fc.rec, &fc.ch, &fc.tok, &fc.meta, &fc.result, s.pubArg, &fc.hint}
-	raw, err := rd.DoRaw(ctx, fc.args[:]...).Bytes()
-	if err != nil {
-		return "", true, err
-	}
-	v, found, ok := parseBulk(raw)
-	return v, ok && found, nil
+	fc.exp, fc.val, fc.pxat = s.finishArgs(p, fc.buf[:0])
+	fc.args = [8]interface{}{"evalsha", s.finishSHA, "2", &fc.rec, &fc.ch, &fc.exp, &fc.val, &fc.pxat}
+	return fc
 }
 
-// finishArgs builds finishScript's token, meta and hint arguments in one
-// buffer.
-func (s *Store) finishArgs(p *idem.FinishParams) (tok, meta, hint []byte) {
+// finishArgs appends the finish script's expected value, new value and TTL to
+// b (allocating when b is too small):
+//
+//	new      "I1" state token expires ";" completed ";" len ":" result [rest]
+//	         "I1u" token ";" completed ";"                   (unknown)
+//	expected "I1p" token ";;0:" rest                         (with a claim hint)
+//
+// rest is appendClaimRest of p.Claim, sent only with a hint, for which
+// new is the whole new value.
+func (s *Store) finishArgs(p *idem.FinishParams, b []byte) (exp, val, pxat []byte) {
 	c := &p.Claim
-	b := make([]byte, 0, 240+len(p.AttemptID)+len(c.Mark)+len(c.Scope)+len(c.Key)+len(c.Intent))
+	hint := claimHint(p)
+	var ttl int64
+	// need is the exact length of the three, so that b is allocated (or
+	// not, when it has the room) once.
+	tokLen := decLen(p.Fence) + strLen(p.AttemptID)
+	need := 3 + tokLen + 2 + timeLen(p.CompletedAt)
+	if p.State != idem.StateUnknown {
+		need += timeLen(p.ExpiresAt) + decLen(int64(len(p.Result))) + 1 + len(p.Result)
+		if !p.ExpiresAt.IsZero() {
+			ttl = p.ExpiresAt.Add(s.grace).UnixMilli()
+			need += decLen(ttl)
+		}
+		if hint {
+			rest := timeLen(c.LeaseUntil) + timeLen(c.CreatedAt) + 2 + strLen(string(c.Mark)) +
+				strLen(c.Scope) + strLen(c.Key) + len(c.Fingerprint) + len(c.Intent)
+			need += 2*rest + 7 + tokLen
+		}
+	}
+	if cap(b)-len(b) < need {
+		b = make([]byte, 0, need)
+	}
+	b = append(b, layoutVersion...)
+	b = append(b, stateCode(p.State))
+	tok := len(b)
 	b = strconv.AppendInt(b, p.Fence, 10)
 	b = append(b, ':')
 	b = appendLen(b, p.AttemptID)
-	n := len(b)
-	b = append(b, stateCode(p.State))
+	tokEnd := len(b)
 	if p.State == idem.StateUnknown {
-		b = append(b, "|;"...)
+		b = append(b, ';')
 		b = appendTime(b, p.CompletedAt)
 		b = append(b, ';')
-		return b[:n:n], b[n:], nil
+		return nil, b[:len(b):len(b)], nil
 	}
-	if !p.ExpiresAt.IsZero() {
-		b = strconv.AppendInt(b, p.ExpiresAt.Add(s.grace).UnixMilli(), 10)
-	}
-	b = append(b, '|')
 	b = appendTime(b, p.ExpiresAt)
 	b = append(b, ';')
 	b = appendTime(b, p.CompletedAt)
 	b = append(b, ';')
 	b = strconv.AppendInt(b, int64(len(p.Result)), 10)
 	b = append(b, ':')
-	m := len(b)
-	b = appendHint(b, p)
-	return b[:n:n], b[n:m:m], b[m:]
+	b = append(b, p.Result...)
+	rest := len(b)
+	if hint {
+		b = appendClaimRest(b, c)
+	}
+	end := len(b)
+	val = b[:end:end]
+	if hint {
+		b = append(b, layoutVersion...)
+		b = append(b, codeInProgress)
+		b = append(b, b[tok:tokEnd]...)
+		b = append(b, ";;0:"...)
+		b = append(b, b[rest:end]...)
+		exp = b[end:len(b):len(b)]
+	}
+	if !p.ExpiresAt.IsZero() {
+		n := len(b)
+		b = strconv.AppendInt(b, ttl, 10)
+		pxat = b[n:len(b):len(b)]
+	}
+	return exp, val, pxat
+}
+
+// runRaw sends the EVALSHA as DoRaw and reads the reply itself: 1 (the
+// stored value was the claim), or a bulk string, the stored value or a
+// status word. done is false when the reply is anything else, such as
+// NOSCRIPT, a redirect or a script error (each raised before the script
+// writes); the caller then runs the script through go-redis's Script.Run,
+// whose handling loads the script, follows redirects and returns errors.
+// Running the finish script twice is harmless: a repeated outcome answers the
+// stored value. A transport error is returned as it is (go-redis already
+// retried).
+func (fc *finishCall) runRaw(ctx context.Context, rd rawDoer) (v string, claim, done bool, err error) {
+	raw, err := rd.DoRaw(ctx, fc.args[:]...).Bytes()
+	if err != nil {
+		return "", false, true, err
+	}
+	if string(raw) == ":1\r\n" {
+		return "", true, true, nil
+	}
+	v, found, ok := parseBulk(raw)
+	return v, false, ok && found, nil
 }
 
 // stateCodes are the state codes as script arguments.
@@ -472,8 +545,9 @@ func (s *Store) pexpireAt(t time.Time) string {
 	return strconv.FormatInt(t.Add(s.grace).UnixMilli(), 10)
 }
 
-// setNXGet sends SET rec val NX GET and returns the value stored before,
-// found false when there was none (the SET wrote val).
+// setNXGet sends SET rec val NX GET, val the new claim's value, and
+// returns the value stored before, found false when there was none (the
+// SET wrote val).
 //
 // A successful claim answers nil, which go-redis's Cmd treats as an error
 // (redis.Nil) and runs through its retry and bad-connection checks, about
@@ -482,9 +556,10 @@ func (s *Store) pexpireAt(t time.Time) string {
 // means the SET did not run; it is then sent again through Do, whose
 // handling follows redirects, retires bad connections and returns the
 // error. A transport error is returned as it is (go-redis already retried).
-func setNXGet(ctx context.Context, c claimConn, rec string, val []byte) (string, bool, error) {
+func setNXGet(ctx context.Context, c claimConn, rec string, p *idem.ClaimParams) (string, bool, error) {
+	sc := &setNXGetCall{rec: rec}
+	sc.val = appendNewClaimValue(sc.buf[:0], p)
 	if rd, ok := c.(rawDoer); ok {
-		sc := &setNXGetCall{rec: rec, val: val}
 		sc.args = [5]interface{}{"set", &sc.rec, &sc.val, "nx", "get"}
 		raw, err := rd.DoRaw(ctx, sc.args[:]...).Bytes()
 		if err != nil {
@@ -494,19 +569,24 @@ func setNXGet(ctx context.Context, c claimConn, rec string, val []byte) (string,
 			return v, found, nil
 		}
 	}
-	v, err := c.Do(ctx, "set", rec, val, "nx", "get").Text()
+	v, err := c.Do(ctx, "set", rec, []byte(sc.val), "nx", "get").Text()
 	if err == redis.Nil {
 		return "", false, nil
 	}
 	return v, err == nil, err
 }
 
-// setNXGetCall holds the arguments of one SET NX GET in one allocation
-// (see finishCall).
+// claimInline is how many bytes of a claim's value a setNXGetCall holds
+// itself: a value without intent (~140 bytes with a 32-byte attempt id)
+// and with an intent of about 100 bytes needs no allocation of its own.
+const claimInline = 256
+
+// setNXGetCall holds one SET NX GET in one allocation (see finishCall).
 type setNXGetCall struct {
 	args [5]interface{}
 	rec  string
 	val  argBytes
+	buf  [claimInline]byte
 }
 
 // parseBulk reads a RESP bulk-string or null reply (RESP2 or RESP3).

@@ -1,14 +1,19 @@
 package redisstore
 
-import "github.com/redis/go-redis/v9"
+import (
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // Every script takes KEYS[1] = the record key and, when it notifies,
 // KEYS[2] = the record's channel; both carry the same hash tag, so a script
 // touches one Cluster slot. The publish command ("spublish", "publish" or
-// "" for none) is the last argument. A script answers with a status word
-// ("ok", "fenced", "notfound", "released") or with a stored value, which
-// always starts with the layout version "I1" and so is never mistaken for
-// a status word. Scripts run by EVALSHA: go-redis's Script.Run sends
+// "" for none) is the last argument, except in the finish script, which
+// has it built in. A script answers with a status word ("ok", "fenced",
+// "notfound", "released") or with a stored value, which always starts
+// with the layout version "I1" and so is never mistaken for a status word
+// (the finish script also answers 1, see finishTemplate). Scripts run by EVALSHA: go-redis's Script.Run sends
 // EVALSHA and falls back to EVAL (which caches the script) only on
 // NOSCRIPT, so each script body crosses the wire once per server.
 //
@@ -76,63 +81,90 @@ redis.call('SET', KEYS[1], ARGV[2] .. string.format('%d', fence) .. ARGV[3])
 return fence
 `)
 
-// finishScript records an outcome for the holder token ARGV[1] (fence and
-// attempt, compared as a prefix of the value: no decoding). Terminal
-// outcomes are accepted from in_progress or unknown and set the key's TTL
-// (ExpiresAt plus the grace, Unix ms); unknown only from in_progress. The
-// same outcome already recorded → the stored value, without writing. The
-// answer is the value after the call, so Finish costs no second read.
+// finishTemplate (the finish script, Store.finish) records an outcome
+// for the holder token (fence and attempt) in the new value ARGV[2]. Terminal outcomes are accepted from
+// in_progress or unknown and set the key's TTL (ARGV[3]: ExpiresAt plus
+// the grace, Unix ms, or empty for none); unknown only from in_progress.
+// The same outcome already recorded → the stored value, without writing.
 //
-// ARGV[2] is built by Finish: the state code, the TTL (or nothing), "|",
-// then the bytes that follow the token in the new value up to the result:
-// for a terminal outcome expires ";" completed ";" len ":", for unknown
-// ";" completed ";" (the in_progress record's empty result stays). The
-// script appends the result and the unchanged rest of the old value, found
-// with three searches.
+// ARGV[1], when not empty, is the caller's claim: the exact in_progress
+// value its Claim wrote, and ARGV[2] is then the exact new value (the
+// claim with the outcome over it). When the stored value is the claim,
+// the script writes ARGV[2] and answers 1: one string comparison, and the
+// caller builds the record from its claim. Finish's first-time path is
+// this one, so it does no decoding in Lua.
 //
-// ARGV[5] is the caller's claim as a hint (or empty): all the bytes that
-// follow the result in the claim's value (lease, created, mark, scope,
-// key, fingerprint, intent). When a terminal outcome is written over an
-// in_progress value whose rest is exactly those bytes, the answer is
-// "hint" instead of the new value: the rest of the new value is the
-// claim's and its head is Finish's arguments, so the caller builds the
-// record from its claim.
+// Otherwise (no claim given, or a heartbeat or a mark changed the value
+// since, or the outcome is already recorded, or another attempt holds the
+// key) the script compares the token as a prefix of the stored value and
+// answers the value it leaves, or a status word. ARGV[2] is then read as
+// "I1" state token expires ";" completed ";" len ":" result (anything
+// after the result is ignored), or "I1u" token ";" completed ";" for
+// unknown; the script keeps the rest of the stored value, found with three
+// searches.
 //
-// ARGV: token, meta (above), result, pub, hint.
-var finishScript = redis.NewScript(`
+// The publish command is part of the script (finishLua), not an argument
+// as in the other scripts: the server turns each argument into a Lua
+// string in a table, about 1,200 instructions of its ~45,000 per call.
+//
+// ARGV: claim value or "", new value, pxat or "".
+const finishTemplate = `
 local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] and v ~= '' then
+  if ARGV[3] == '' then
+    redis.call('SET', KEYS[1], ARGV[2])
+  else
+    redis.call('SET', KEYS[1], ARGV[2], 'PXAT', ARGV[3])
+  end
+  PUBLISH
+  return 1
+end
 if not v then return 'fenced' end
 if string.sub(v, 1, 2) ~= 'I1' then error('redisstore: record is not in layout I1') end
-local tok, meta = ARGV[1], ARGV[2]
-local p = 4 + #tok
-if string.sub(v, 4, p - 1) ~= tok then return 'fenced' end
-local st, want = string.sub(v, 3, 3), string.sub(meta, 1, 1)
+local a = ARGV[2]
+local want = string.sub(a, 3, 3)
+local i = string.find(a, ':', 4, true)
+local j = string.find(a, ':', i + 1, true)
+local p = j + 1 + tonumber(string.sub(a, i + 1, j - 1))
+if string.sub(v, 4, p - 1) ~= string.sub(a, 4, p - 1) then return 'fenced' end
+local st = string.sub(v, 3, 3)
 local e = string.find(v, ';', p, true)
 local d = string.find(v, ';', e + 1, true)
 local c = string.find(v, ':', d + 1, true)
 local rend = c + tonumber(string.sub(v, d + 1, c - 1))
-if st == want and (want == 'u' or string.sub(v, c + 1, rend) == ARGV[3]) then return v end
-local bar = string.find(meta, '|', 2, true)
 local new
 if want == 'u' then
+  if st == 'u' then return v end
   if st ~= 'p' then return 'fenced' end
-  new = 'I1u' .. tok .. string.sub(meta, bar + 1) .. string.sub(v, d + 1)
+  new = a .. string.sub(v, d + 1)
   redis.call('SET', KEYS[1], new)
 else
+  local ae = string.find(a, ';', p, true)
+  local ad = string.find(a, ';', ae + 1, true)
+  local ac = string.find(a, ':', ad + 1, true)
+  local aend = ac + tonumber(string.sub(a, ad + 1, ac - 1))
+  if st == want and string.sub(v, c + 1, rend) == string.sub(a, ac + 1, aend) then return v end
   if st ~= 'p' and st ~= 'u' then return 'fenced' end
-  new = 'I1' .. want .. tok .. string.sub(meta, bar + 1) .. ARGV[3] .. string.sub(v, rend + 1)
-  if bar > 2 then
-    redis.call('SET', KEYS[1], new, 'PXAT', string.sub(meta, 2, bar - 1))
-  else
+  new = string.sub(a, 1, aend) .. string.sub(v, rend + 1)
+  if ARGV[3] == '' then
     redis.call('SET', KEYS[1], new)
-  end
-  if st == 'p' and ARGV[5] ~= '' and string.sub(v, rend + 1) == ARGV[5] then
-    new = 'hint'
+  else
+    redis.call('SET', KEYS[1], new, 'PXAT', ARGV[3])
   end
 end
-if ARGV[4] ~= '' then redis.call(ARGV[4], KEYS[2], 'f') end
+PUBLISH
 return new
-`)
+`
+
+// finishLua is the finish script's body for the publish command pub
+// ("spublish", "publish" or "" for none).
+func finishLua(pub string) string {
+	call := ""
+	if pub != "" {
+		call = "redis.call('" + pub + "', KEYS[2], 'f')"
+	}
+	return strings.ReplaceAll(finishTemplate, "PUBLISH", call)
+}
 
 // releaseScript deletes the record held by token ARGV[1] while it is
 // in_progress or unknown. Absent → "ok" (a retried release).

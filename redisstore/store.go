@@ -89,15 +89,18 @@ var ErrNotDurable = errors.New("redisstore: claim not confirmed durable")
 // Store is an [idem.Store] and [idem.Notifier] on Redis (standalone,
 // Sentinel or Cluster). It is safe for concurrent use.
 type Store struct {
-	client  redis.UniversalClient
-	prefix  string
-	wait    *WaitConfig
-	grace   time.Duration
-	pubCmd  string      // "spublish", "publish" or ""
-	pubArg  interface{} // pubCmd, boxed once for script arguments
-	cluster *redis.ClusterClient
-	hub     *hub
-	closed  atomic.Bool
+	client redis.UniversalClient
+	prefix string
+	wait   *WaitConfig
+	grace  time.Duration
+	pubCmd string      // "spublish", "publish" or ""
+	pubArg interface{} // pubCmd, boxed once for script arguments
+	// finish is finishLua(pubCmd); finishSHA its hash, boxed once.
+	finish    *redis.Script
+	finishSHA interface{}
+	cluster   *redis.ClusterClient
+	hub       *hub
+	closed    atomic.Bool
 
 	// readFirst allows Claim's plain-read path: false when reads may be
 	// served by replicas, whose copy may lag the primary's.
@@ -138,6 +141,8 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s.pubArg = s.pubCmd
+	s.finish = redis.NewScript(finishLua(s.pubCmd))
+	s.finishSHA = s.finish.Hash()
 	s.hub = newHub(s, cfg.PollFallback)
 	return s, nil
 }
