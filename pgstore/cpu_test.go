@@ -254,6 +254,22 @@ func TestCPUPerRequest(t *testing.T) {
 		show(sd.name+" mean", sum)
 		t.Logf("%s/raw CPU per request: median %.3f (of %d rounds; min %.3f, max %.3f)", sd.name, ratios[len(ratios)/2], rounds, ratios[0], ratios[len(ratios)-1])
 	}
+	// Whether the finishing UPDATEs were HOT (no index entries written):
+	// backends report their counts when idle, at most once a second.
+	time.Sleep(1500 * time.Millisecond)
+	rows, err := admin.Query(ctx, "SELECT relname, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE schemaname = $1 ORDER BY relname", schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name string
+		var upd, hot int64
+		if err := rows.Scan(&name, &upd, &hot); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%-20s %d updates, %d HOT", name, upd, hot)
+	}
+	rows.Close()
 }
 
 func envInt(name string, def int) int {
