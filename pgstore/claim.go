@@ -99,7 +99,8 @@ func (o ops) claimOnce(ctx context.Context, p idem.ClaimParams) (rec idem.Record
 			return rec, false, err == nil, err
 		}
 	}
-	args := []any{p.Scope, p.Key, p.Fingerprint[:], p.AttemptID, p.Intent, p.Now.UTC(), nullTime(p.LeaseUntil)}
+	fp := p.Fingerprint // a copy: slicing p's own would move all of p to the heap
+	args := []any{p.Scope, p.Key, fp[:], p.AttemptID, p.Intent, nullTime(p.Now), nullTime(p.LeaseUntil)}
 	if b := o.batcher(); b != nil {
 		res := b.submit(ctx, "claim", p.Scope, p.Key, o.sql.claim, args)
 		rec, claimed, found, err = res.rec, res.flag, res.found, res.err
@@ -119,8 +120,9 @@ func (o ops) claimOnce(ctx context.Context, p idem.ClaimParams) (rec idem.Record
 				return insertedRecord(p), true, true, nil
 			}
 		}
-		rec, err = scanRecord(o.db.queryRow(ctx, o.sql.claim, args...), &claimed)
-		found = err == nil
+		var flag bool // scanned into: declared here, it costs the insert path nothing
+		rec, err = scanRecord(o.db.queryRow(ctx, o.sql.claim, args...), &flag)
+		claimed, found = flag, err == nil
 		if isNoRows(err) {
 			err = nil
 		}
@@ -132,8 +134,9 @@ func (o ops) claimOnce(ctx context.Context, p idem.ClaimParams) (rec idem.Record
 }
 
 func (o ops) reclaim(ctx context.Context, p idem.ClaimParams, fence int64) (idem.Record, bool, error) {
-	row := o.db.queryRow(ctx, o.sql.reclaim, p.Scope, p.Key, p.Fingerprint[:], p.AttemptID, p.Intent,
-		p.Now.UTC(), nullTime(p.LeaseUntil), fence)
+	fp := p.Fingerprint
+	row := o.db.queryRow(ctx, o.sql.reclaim, p.Scope, p.Key, fp[:], p.AttemptID, p.Intent,
+		nullTime(p.Now), nullTime(p.LeaseUntil), fence)
 	rec, err := scanRecord(row)
 	if isNoRows(err) {
 		return rec, false, nil

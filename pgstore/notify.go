@@ -54,8 +54,9 @@ func (s *Store) Subscribe(ctx context.Context, scope, key string) (<-chan struct
 // listener owns the LISTEN connection and fans notifications out to
 // subscribers by key token.
 type listener struct {
-	connCfg *pgx.ConnConfig
-	channel string
+	connCfg    *pgx.ConnConfig
+	channel    string
+	channelArg any // channel as a statement parameter, boxed once
 
 	mu      sync.Mutex
 	subs    map[string]map[*subscription]struct{}
@@ -79,12 +80,13 @@ const (
 
 func newListener(cfg *pgx.ConnConfig, channel string) *listener {
 	return &listener{
-		connCfg: cfg,
-		channel: channel,
-		subs:    make(map[string]map[*subscription]struct{}),
-		ready:   make(chan struct{}),
-		stopCh:  make(chan struct{}),
-		done:    make(chan struct{}),
+		connCfg:    cfg,
+		channel:    channel,
+		channelArg: channel,
+		subs:       make(map[string]map[*subscription]struct{}),
+		ready:      make(chan struct{}),
+		stopCh:     make(chan struct{}),
+		done:       make(chan struct{}),
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/idemkit/idem"
 )
 
@@ -25,11 +27,17 @@ func (r *recordRow) dest() []any {
 		&r.rec.Intent, &r.rec.Result, &r.mark, &r.createdAt, &r.leaseUntil, &r.completedAt, &r.expiresAt}
 }
 
-// record converts the scanned row, with every time in UTC.
+// record converts the scanned row, with every time in UTC. A row that no
+// idem writer produces (a fence below 1, an unknown state, a fingerprint
+// of the wrong size) is an error, never a record: the table has no CHECK
+// constraints (migration 0002), so this is where such a row is stopped.
 func (r *recordRow) record() (idem.Record, error) {
 	rec := r.rec
 	if len(r.fingerprint) != len(rec.Fingerprint) {
 		return rec, fmt.Errorf("pgstore: record %q/%q has a %d-byte fingerprint", rec.Scope, rec.Key, len(r.fingerprint))
+	}
+	if rec.Fence < 1 {
+		return rec, fmt.Errorf("pgstore: record %q/%q has fence %d", rec.Scope, rec.Key, rec.Fence)
 	}
 	copy(rec.Fingerprint[:], r.fingerprint)
 	st, err := idem.ParseState(r.state)
@@ -61,12 +69,11 @@ func fromNull(t sql.NullTime) time.Time {
 	return t.Time.UTC()
 }
 
-// nullTime stores the zero time as NULL.
-func nullTime(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t.UTC()
+// nullTime is t as a timestamptz parameter, the zero time as NULL. pgx
+// encodes a pgtype.Timestamptz as it is, where a time.Time is first
+// wrapped in another interface value: one allocation less per parameter.
+func nullTime(t time.Time) pgtype.Timestamptz {
+	return pgtype.Timestamptz{Time: t.UTC(), Valid: !t.IsZero()}
 }
 
 // channelName is the LISTEN channel of one table. It is derived from the
@@ -80,6 +87,7 @@ func channelName(schema, table string) string {
 // keyToken is the NOTIFY payload for (scope, key): a hash, so payloads have
 // a fixed size and keys are not broadcast to every listener of the database.
 func keyToken(scope, key string) string {
-	h := sha256.Sum256([]byte(scope + "\x00" + key))
+	var buf [128]byte // keys that fit are hashed without an allocation
+	h := sha256.Sum256(append(append(append(buf[:0], scope...), 0), key...))
 	return hex.EncodeToString(h[:16])
 }

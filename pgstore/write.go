@@ -15,7 +15,19 @@ func (o ops) notifyArgs(scope, key string) []any {
 	if o.st.lis == nil {
 		return nil
 	}
-	return []any{o.st.lis.channel, keyToken(scope, key)}
+	return []any{o.st.lis.channelArg, keyToken(scope, key)}
+}
+
+// stateArg is a terminal state as a statement parameter: a constant string,
+// which an interface holds without an allocation.
+func stateArg(s idem.State) any {
+	switch s {
+	case idem.StateSucceeded:
+		return string(idem.StateSucceeded)
+	case idem.StateFailed:
+		return string(idem.StateFailed)
+	}
+	return string(s)
 }
 
 // Finish implements [idem.Store.Finish]: one conditional UPDATE; only when
@@ -85,11 +97,15 @@ func (o ops) finishKnown(ctx context.Context, p idem.FinishParams) (*idem.Record
 	if !p.State.Terminal() || c.Scope != p.Scope || c.Key != p.Key || c.Fence != p.Fence || c.AttemptID != p.AttemptID {
 		return nil, nil
 	}
-	args := []any{p.Scope, p.Key, p.Fence, p.AttemptID, string(p.State), p.Result,
+	fp := c.Fingerprint // a copy: slicing c's would move all of p to the heap
+	args := []any{p.Scope, p.Key, p.Fence, p.AttemptID, stateArg(p.State), p.Result,
 		nullTime(p.CompletedAt), nullTime(p.ExpiresAt),
-		c.Fingerprint[:], c.Intent, string(c.Mark), c.CreatedAt.UTC(), nullTime(c.LeaseUntil)}
-	if notify := o.notifyArgs(p.Scope, p.Key); notify != nil {
-		args = append(args, notify...)
+		fp[:], c.Intent, string(c.Mark), nullTime(c.CreatedAt), nullTime(c.LeaseUntil),
+		nil, nil} // room for the wake-up's channel and token: one allocation
+	if lis := o.st.lis; lis != nil {
+		args[13], args[14] = lis.channelArg, keyToken(p.Scope, p.Key)
+	} else {
+		args = args[:13]
 	}
 	switch n, err := o.db.exec(ctx, o.sql.finishKnown, args...); {
 	case err != nil:
