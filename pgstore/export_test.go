@@ -82,6 +82,3 @@ func FinishKnown(ctx context.Context, st idem.Store, p idem.FinishParams) (*idem
 	}
 	panic("FinishKnown: not a pgstore store")
 }
-
-// Migrations is the number of embedded migrations.
-func Migrations() int { return len(migrations()) }

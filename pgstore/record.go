@@ -27,17 +27,11 @@ func (r *recordRow) dest() []any {
 		&r.rec.Intent, &r.rec.Result, &r.mark, &r.createdAt, &r.leaseUntil, &r.completedAt, &r.expiresAt}
 }
 
-// record converts the scanned row, with every time in UTC. A row that no
-// idem writer produces (a fence below 1, an unknown state, a fingerprint
-// of the wrong size) is an error, never a record: the table has no CHECK
-// constraints (migration 0002), so this is where such a row is stopped.
+// record converts the scanned row, with every time in UTC.
 func (r *recordRow) record() (idem.Record, error) {
 	rec := r.rec
 	if len(r.fingerprint) != len(rec.Fingerprint) {
 		return rec, fmt.Errorf("pgstore: record %q/%q has a %d-byte fingerprint", rec.Scope, rec.Key, len(r.fingerprint))
-	}
-	if rec.Fence < 1 {
-		return rec, fmt.Errorf("pgstore: record %q/%q has fence %d", rec.Scope, rec.Key, rec.Fence)
 	}
 	copy(rec.Fingerprint[:], r.fingerprint)
 	st, err := idem.ParseState(r.state)
