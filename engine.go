@@ -17,10 +17,11 @@ type Engine struct {
 	store Store
 	cfg   Config
 
-	closed  atomic.Bool
-	flights flightGroup
-	cache   *replayCache
-	beats   beatSchedule
+	closed    atomic.Bool
+	flights   flightGroup
+	cache     *replayCache
+	beats     beatSchedule
+	finTimers finishTimers // ends finishing contexts at their deadlines
 	// observe is false when Config.Observer is the default no-op: events
 	// are then neither built nor timed.
 	observe bool
@@ -356,6 +357,7 @@ func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, 
 		in, _ = DecodeIntent(rec.Intent)
 	}
 	rs := &runState{att: Attempt{Scope: rec.Scope, Key: Key(rec.Key), Fence: rec.Fence, ID: rec.AttemptID, Intent: in, Redrive: redrive}}
+	rs.fin.timers = &e.finTimers
 	// Finishing work outlives the caller: a cancelled caller never turns a
 	// started effect into a release. fctx is context.WithTimeout(
 	// context.WithoutCancel(ctx), FinishTimeout), made when it is needed.

@@ -243,18 +243,25 @@ func (s *beatSchedule) down(i int) {
 // finishCtx is the context an outcome is recorded under: the caller's
 // values without its cancellation (context.WithoutCancel), bounded by
 // FinishTimeout (context.WithTimeout). It behaves as that pair does, but
-// costs no allocation and no timer unless a store asks for Done or Value:
-// Err compares the deadline with the clock.
+// costs no allocation and no timer unless a store asks for Done, Value or
+// AfterFunc: Err compares the deadline with the clock, and a Done channel
+// is closed at the deadline by the engine's one finishing timer
+// (finishTimers), not a timer of its own.
 type finishCtx struct {
 	parent   context.Context
 	deadline time.Time
+	timers   *finishTimers // set by the engine before init
 
-	mu    sync.Mutex
-	err   error
-	done  chan struct{}   // made on the first Done
-	t     *time.Timer     // closes done at the deadline
-	vals  context.Context // context.WithoutCancel(parent), made on the first Value
-	funcs map[*afterFunc]struct{}
+	mu     sync.Mutex
+	err    error
+	done   chan struct{}   // made on the first Done or AfterFunc
+	vals   context.Context // context.WithoutCancel(parent), made on the first Value
+	funcs  []*afterFunc
+	joined bool // c is (or was) on timers' list
+
+	// Guarded by timers.mu.
+	prev, next *finishCtx
+	listed     bool
 }
 
 type afterFunc struct{ f func() }
@@ -295,18 +302,29 @@ func (c *finishCtx) Err() error {
 func (c *finishCtx) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.watchLocked()
+	return c.done
+}
+
+// watchLocked makes c's Done channel and has the engine's finishing timer
+// close it at the deadline.
+func (c *finishCtx) watchLocked() {
 	if c.done == nil {
 		c.done = make(chan struct{})
-		switch d := time.Until(c.deadline); {
-		case c.err != nil:
+		if c.err != nil {
 			close(c.done)
-		case d <= 0:
-			c.endLocked(context.DeadlineExceeded)
-		default:
-			c.t = time.AfterFunc(d, func() { c.end(context.DeadlineExceeded) })
+			return
 		}
 	}
-	return c.done
+	if c.joined || c.err != nil {
+		return
+	}
+	if !time.Now().Before(c.deadline) {
+		c.endLocked(context.DeadlineExceeded)
+		return
+	}
+	c.joined = true
+	c.timers.join(c)
 }
 
 // Value implements context.Context: the parent's values, looked up as
@@ -328,33 +346,28 @@ func (c *finishCtx) Value(key any) any {
 func (c *finishCtx) AfterFunc(f func()) (stop func() bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	a := &afterFunc{f: f}
+	c.watchLocked() // the timer closing done is what runs f at the deadline
 	if c.err != nil {
 		go f()
 		return func() bool { return false }
 	}
-	if c.funcs == nil {
-		c.funcs = make(map[*afterFunc]struct{})
-	}
-	c.funcs[a] = struct{}{}
-	// The timer closing done is what runs f at the deadline.
-	if c.t == nil && c.done == nil {
-		c.done = make(chan struct{})
-		c.t = time.AfterFunc(time.Until(c.deadline), func() { c.end(context.DeadlineExceeded) })
-	}
+	a := &afterFunc{f: f}
+	c.funcs = append(c.funcs, a)
 	return func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if _, ok := c.funcs[a]; !ok {
-			return false
+		for i, x := range c.funcs {
+			if x == a {
+				c.funcs = append(c.funcs[:i], c.funcs[i+1:]...)
+				return true
+			}
 		}
-		delete(c.funcs, a)
-		return true
+		return false
 	}
 }
 
 // cancel ends c with context.Canceled, as the CancelFunc of
-// context.WithTimeout does, and frees its timer.
+// context.WithTimeout does, and takes it off the finishing timer's list.
 func (c *finishCtx) cancel() { c.end(context.Canceled) }
 
 func (c *finishCtx) end(err error) {
@@ -373,11 +386,106 @@ func (c *finishCtx) endLocked(err error) {
 	if c.done != nil {
 		close(c.done)
 	}
-	if c.t != nil {
-		c.t.Stop()
+	if c.joined {
+		c.timers.leave(c)
 	}
-	for a := range c.funcs {
+	for _, a := range c.funcs {
 		go a.f()
 	}
 	c.funcs = nil
+}
+
+// finishTimers ends an engine's finishing contexts at their deadlines with
+// one timer, instead of a timer per context. A context joins its list when
+// a store first asks for its Done channel or registers an AfterFunc (most
+// finishes never do: the stores that do ask, ask once per call), and leaves
+// it when it ends. Every deadline is FinishTimeout from a clock reading
+// taken just before joining, so the list is in deadline order but for two
+// goroutines that read the clock in one order and join in the other,
+// microseconds apart: the timer is armed for the head, and firing ends
+// every context from the head whose deadline has passed, so a context that
+// joined behind a later deadline ends late by that much at most.
+//
+// Lock order: a finishCtx's mu before finishTimers.mu.
+type finishTimers struct {
+	mu         sync.Mutex
+	head, tail *finishCtx
+	t          *time.Timer
+	at         time.Time // when t fires; zero when it is not armed
+}
+
+func (l *finishTimers) join(c *finishCtx) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c.prev, c.next, c.listed = l.tail, nil, true
+	if l.tail != nil {
+		l.tail.next = c
+	} else {
+		l.head = c
+	}
+	l.tail = c
+	l.armLocked(l.head.deadline)
+}
+
+func (l *finishTimers) leave(c *finishCtx) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !c.listed {
+		return
+	}
+	l.unlinkLocked(c)
+	if l.head == nil && l.t != nil {
+		// Nothing left to end: an armed timer would keep the engine
+		// reachable until it fired.
+		l.t.Stop()
+		l.at = time.Time{}
+	}
+}
+
+func (l *finishTimers) unlinkLocked(c *finishCtx) {
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		l.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		l.tail = c.prev
+	}
+	c.prev, c.next, c.listed = nil, nil, false
+}
+
+// armLocked makes sure the timer fires no later than due.
+func (l *finishTimers) armLocked(due time.Time) {
+	switch {
+	case l.t == nil:
+		l.t = time.AfterFunc(time.Until(due), l.fire)
+	case l.at.IsZero() || due.Before(l.at):
+		l.t.Reset(time.Until(due))
+	default:
+		return
+	}
+	l.at = due
+}
+
+// fire ends every context from the head of the list whose deadline has
+// passed and re-arms the timer for the next.
+func (l *finishTimers) fire() {
+	var due []*finishCtx
+	l.mu.Lock()
+	l.at = time.Time{}
+	now := time.Now()
+	for l.head != nil && !now.Before(l.head.deadline) {
+		c := l.head
+		l.unlinkLocked(c)
+		due = append(due, c)
+	}
+	if l.head != nil {
+		l.armLocked(l.head.deadline)
+	}
+	l.mu.Unlock()
+	for _, c := range due {
+		c.end(context.DeadlineExceeded)
+	}
 }

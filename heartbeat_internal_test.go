@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 )
@@ -60,7 +61,8 @@ func TestFinishCtxActsAsWithTimeoutWithoutCancel(t *testing.T) {
 	parent, cancelParent := context.WithCancelCause(context.WithValue(context.Background(), key{}, "v"))
 	cancelParent(errors.New("caller gone"))
 
-	var c finishCtx
+	var timers finishTimers
+	c := finishCtx{timers: &timers}
 	c.init(parent, time.Hour)
 	if c.Err() != nil || context.Cause(&c) != nil {
 		t.Fatalf("the caller's cancellation reached the finish context: %v, %v", c.Err(), context.Cause(&c))
@@ -97,7 +99,7 @@ func TestFinishCtxActsAsWithTimeoutWithoutCancel(t *testing.T) {
 		t.Fatal("a derived context did not end with it")
 	}
 
-	var d finishCtx
+	d := finishCtx{timers: &timers}
 	d.init(context.Background(), 20*time.Millisecond)
 	if d.Err() != nil {
 		t.Fatal("ended early")
@@ -112,11 +114,11 @@ func TestFinishCtxActsAsWithTimeoutWithoutCancel(t *testing.T) {
 	}
 
 	// Err alone sees the deadline, with no timer.
-	var e finishCtx
+	e := finishCtx{timers: &timers}
 	e.init(context.Background(), time.Millisecond)
 	time.Sleep(5 * time.Millisecond)
-	if !errors.Is(e.Err(), context.DeadlineExceeded) || e.t != nil {
-		t.Fatalf("after the deadline: %v (timer %v)", e.Err(), e.t)
+	if !errors.Is(e.Err(), context.DeadlineExceeded) || e.joined {
+		t.Fatalf("after the deadline: %v (on the timer's list: %v)", e.Err(), e.joined)
 	}
 	// A context derived after the end is cancelled at once.
 	late, stop := context.WithCancel(&e)
@@ -125,6 +127,94 @@ func TestFinishCtxActsAsWithTimeoutWithoutCancel(t *testing.T) {
 	case <-late.Done():
 	case <-time.After(5 * time.Second):
 		t.Fatal("a context derived after the end is live")
+	}
+}
+
+// The engine's one finishing timer ends every watched context at its
+// deadline, in whatever order they joined, ends none early, takes a
+// cancelled one off its list, and is disarmed when nothing is left on it
+// (an armed timer would keep the engine reachable).
+func TestFinishTimersEndEachContextAtItsDeadline(t *testing.T) {
+	var timers finishTimers
+	start := time.Now()
+	// Joined in an order that is not their deadlines' order.
+	offsets := []time.Duration{60, 20, 100, 40, 80}
+	ctxs := make([]*finishCtx, len(offsets))
+	for i, off := range offsets {
+		c := &finishCtx{timers: &timers}
+		c.initAt(context.Background(), off*time.Millisecond, start)
+		c.Done()
+		ctxs[i] = c
+	}
+	cancelled := &finishCtx{timers: &timers}
+	cancelled.initAt(context.Background(), 50*time.Millisecond, start)
+	cancelled.Done()
+	cancelled.cancel()
+	for i, c := range ctxs {
+		select {
+		case <-c.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("context %d (deadline +%dms) never ended", i, offsets[i])
+		}
+		if ended := time.Since(start); ended < offsets[i]*time.Millisecond {
+			t.Errorf("context %d ended after %v, before its deadline +%dms", i, ended, offsets[i])
+		}
+		if !errors.Is(c.Err(), context.DeadlineExceeded) {
+			t.Errorf("context %d: %v, want DeadlineExceeded", i, c.Err())
+		}
+	}
+	if !errors.Is(cancelled.Err(), context.Canceled) {
+		t.Errorf("cancelled context: %v", cancelled.Err())
+	}
+	timers.mu.Lock()
+	if timers.head != nil || timers.tail != nil {
+		t.Fatal("contexts left on the list after they ended")
+	}
+	timers.mu.Unlock()
+	// The last context on the list leaves by cancel, long before its
+	// deadline: the timer must not stay armed for it.
+	long := &finishCtx{timers: &timers}
+	long.init(context.Background(), time.Hour)
+	long.Done()
+	long.cancel()
+	timers.mu.Lock()
+	defer timers.mu.Unlock()
+	if !timers.at.IsZero() || timers.t.Stop() {
+		t.Fatal("the timer is armed with nothing on its list")
+	}
+}
+
+// Contexts watched, cancelled and timed out from many goroutines at once
+// (run with -race): no deadlock between a context's lock and the list's,
+// and every context ends.
+func TestFinishTimersConcurrent(t *testing.T) {
+	var timers finishTimers
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				c := &finishCtx{timers: &timers}
+				c.init(context.Background(), time.Duration(i%3)*time.Millisecond)
+				stop := context.AfterFunc(c, func() {})
+				<-c.Done()
+				if i%2 == 0 {
+					c.cancel()
+				}
+				stop()
+				if c.Err() == nil {
+					t.Error("a context whose Done closed has no error")
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	timers.mu.Lock()
+	defer timers.mu.Unlock()
+	if timers.head != nil {
+		t.Fatal("contexts left on the list")
 	}
 }
 
