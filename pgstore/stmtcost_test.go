@@ -25,8 +25,8 @@ import (
 // IDEM_CPU_ONLY=name,name picks families.
 //
 // The families: raw's two statements on raw's table (twice, to show the
-// noise) and on tables with CHECK constraints (what migration 0002
-// removed); idem's insert and finish on idem's table and on raw's; and
+// noise) and on tables with idem's CHECK constraints (PostgreSQL
+// plans them in every INSERT and UPDATE); idem's insert and finish on idem's table and on raw's; and
 // variants of the finish: the plain fence without the claim's columns,
 // without the wake-up, and with the wake-up's channel and token computed
 // in SQL instead of passed.

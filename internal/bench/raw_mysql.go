@@ -96,12 +96,14 @@ type mysqlRaw struct {
 }
 
 func (m *mysqlRaw) create(ctx context.Context) error {
+	// The same columns, indexes and CHECK constraint as mysqlstore's table.
 	_, err := m.db.ExecContext(ctx, "CREATE TABLE `"+m.table+"` ("+
 		"scope VARBINARY(255) NOT NULL, `key` VARBINARY(255) NOT NULL, fingerprint BINARY(32) NOT NULL,"+
 		"state VARBINARY(16) NOT NULL, fence BIGINT NOT NULL, attempt_id VARBINARY(255) NOT NULL,"+
 		"intent LONGBLOB NULL, result LONGBLOB NULL, mark VARBINARY(32) NOT NULL DEFAULT '',"+
 		"created_at BIGINT NOT NULL, lease_until BIGINT NULL, completed_at BIGINT NULL, expires_at BIGINT NULL,"+
-		"PRIMARY KEY (scope, `key`), KEY state_created_at (state, created_at), KEY expires_at (expires_at)) ENGINE=InnoDB")
+		"PRIMARY KEY (scope, `key`), KEY state_created_at (state, created_at), KEY expires_at (expires_at),"+
+		"CHECK (state IN ('in_progress', 'succeeded', 'failed', 'unknown'))) ENGINE=InnoDB")
 	if err != nil {
 		return fmt.Errorf("create the raw table: %w", err)
 	}
