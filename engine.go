@@ -22,6 +22,13 @@ type Engine struct {
 	cache     *replayCache
 	beats     beatSchedule
 	finTimers finishTimers // ends finishing contexts at their deadlines
+	// cacheOnFinish is set when the replay cache also takes each outcome
+	// this engine records, not only the records its replays read: for a
+	// store across a network, where the first retry (the common replay:
+	// its answer was lost) then needs no round trip. A process-local store
+	// answers a replay from its own memory, so there the cache fills from
+	// replays alone instead of holding a second copy of every outcome.
+	cacheOnFinish bool
 	// observe is false when Config.Observer is the default no-op: events
 	// are then neither built nor timed.
 	observe bool
@@ -46,6 +53,7 @@ func New(store Store, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{store: store, cfg: cfg, cache: newReplayCache(cfg.ReplayCache, store), observe: observing(cfg.Observer), wallClock: wallClock}
+	e.cacheOnFinish = e.cache != nil && !processLocal(store)
 	e.flights.init(e)
 	return e, nil
 }
@@ -425,7 +433,9 @@ func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, 
 		if ferr != nil {
 			return e.finishFailed(ferr)
 		}
-		e.cache.putOwned(rec.Scope, rec.Key, frec, wall) // frec is ours: the store returned it
+		if e.cacheOnFinish {
+			e.cache.putOwned(rec.Scope, rec.Key, frec, wall) // frec is ours: the store returned it
+		}
 		return Result{Value: val, State: StateSucceeded, Record: *frec}, OutcomeFirst, nil
 	case errors.Is(herr, ErrReleased):
 		if rerr := e.release(fctx, rec); rerr != nil {

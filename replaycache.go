@@ -24,9 +24,17 @@ type ReplayCacheConfig struct {
 }
 
 // ProcessLocal is implemented by stores whose records no other process can
-// change (the memory store). The replay cache is on by default for them.
+// change (the memory store). The replay cache is on by default for them and
+// exact. Such a store answers a replay from its own memory, so the cache
+// takes the records replays read, not a copy of every outcome recorded.
 type ProcessLocal interface {
 	ProcessLocal() bool
+}
+
+// processLocal reports whether store says it is process-local.
+func processLocal(store Store) bool {
+	pl, ok := store.(ProcessLocal)
+	return ok && pl.ProcessLocal()
 }
 
 const replayCacheOverhead = 160 // bytes per entry beyond its variable parts
@@ -67,7 +75,7 @@ type replayCache struct {
 func newReplayCache(cfg ReplayCacheConfig, store Store) *replayCache {
 	max := cfg.MaxBytes
 	if max == 0 {
-		if pl, ok := store.(ProcessLocal); ok && pl.ProcessLocal() {
+		if processLocal(store) {
 			max = 32 << 20
 		}
 	}

@@ -104,3 +104,39 @@ func TestReplayCacheDefaults(t *testing.T) {
 		t.Fatalf("shared store: %d claims, want 3 (cache off by default)", n)
 	}
 }
+
+// localCounter is claimCounter for a process-local store.
+type localCounter struct{ claimCounter }
+
+func (c *localCounter) ProcessLocal() bool { return true }
+
+// With a process-local store the cache is on by default and fills from the
+// records replays read: the first-time path copies nothing into it, the
+// first replay reads the store once, and the replays after it none.
+// A shared store's cache (when enabled) also takes each recorded outcome,
+// so that even the first retry needs no round trip.
+func TestReplayCacheFillsFromReplaysOnProcessLocalStores(t *testing.T) {
+	ctx := context.Background()
+	local := &localCounter{claimCounter{Store: memstore.New()}}
+	e := newEngine(t, local, idem.Config{})
+	req := idem.Request{Key: "k"}
+	for i := 0; i < 10; i++ {
+		if _, err := e.DoBytes(ctx, req, ok("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := local.claims.Load(); n != 2 {
+		t.Fatalf("process-local store: %d claims for 1 first run + 9 replays, want 2 (the first run and the first replay)", n)
+	}
+
+	shared := &claimCounter{Store: memstore.New()}
+	e = newEngine(t, shared, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: 1 << 20}})
+	for i := 0; i < 10; i++ {
+		if _, err := e.DoBytes(ctx, req, ok("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := shared.claims.Load(); n != 1 {
+		t.Fatalf("shared store with a cache: %d claims for 1 first run + 9 replays, want 1", n)
+	}
+}
