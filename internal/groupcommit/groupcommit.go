@@ -21,7 +21,10 @@ type Config struct {
 
 	// MaxSize caps the writes in one batch; a full batch is written at once
 	// without waiting for the rest of the window. At most [MaxSize].
-	// Defaults to [DefaultSize] when Window is set.
+	// Defaults to [DefaultSize] when Window is set. Set it to about the
+	// number of callers writing at once: a batch that cannot fill waits out
+	// the whole window (measured on SQLite with 64 callers and a 2 ms
+	// window: MaxSize 128 gave 2.5 times raw's throughput, 64 gave 6.7).
 	MaxSize int
 }
 

@@ -11,7 +11,7 @@ import (
 // SQL store:
 //
 //	batch=2ms        the batch window (a Go duration); absent or 0 is off
-//	batch_size=128   the most writes in one batch; the store's default if absent
+//	batch_size=64    the most writes in one batch; the store's default if absent
 //
 // Both are validated by the store itself (limits and defaults live there).
 

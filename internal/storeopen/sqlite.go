@@ -13,7 +13,7 @@ import (
 	"github.com/idemkit/idem/sqlitestore"
 )
 
-// SQLite DSN: sqlite://PATH[?batch=2ms&batch_size=128&sync=normal].
+// SQLite DSN: sqlite://PATH[?batch=2ms&batch_size=64&sync=normal].
 // sync is the synchronous level: full (the default: a claim survives power
 // loss before its effect runs), normal (faster; a power cut may lose the
 // last commits, and with them a claim whose effect ran) or extra. No other
