@@ -30,15 +30,17 @@ type cellResult struct {
 	outcomes [numOutcomes]int64
 }
 
-// runCell runs op from conc goroutines: a warm-up of dur/10 that is not
-// counted, then dur measured. The first error stops the cell.
-func runCell(ctx context.Context, conc int, dur time.Duration, seq *atomic.Int64, f op) (*cellResult, error) {
-	if _, err := runFor(ctx, conc, dur/10, seq, f); err != nil {
-		return nil, err
+// add accumulates o, one slice of the same cell, into r.
+func (r *cellResult) add(o *cellResult) {
+	r.ops += o.ops
+	r.elapsed += o.elapsed
+	r.hist.merge(&o.hist)
+	for i, n := range o.outcomes {
+		r.outcomes[i] += n
 	}
-	return runFor(ctx, conc, dur, seq, f)
 }
 
+// runFor runs op from conc goroutines for dur. The first error stops it.
 func runFor(ctx context.Context, conc int, dur time.Duration, seq *atomic.Int64, f op) (*cellResult, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

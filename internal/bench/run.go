@@ -149,8 +149,15 @@ func newWorkload(st idem.Store, raw rawStore, payload int) (*workload, error) {
 	return &workload{raw: raw, eng: eng, cacheEng: cacheEng, payload: bytes.Repeat([]byte("x"), payload)}, nil
 }
 
-// runScenario runs one scenario's cells, interleaving the sides at each
-// concurrency so that machine drift hits all of them.
+// sliceLen is how long one side runs before the next takes over.
+const sliceLen = 500 * time.Millisecond
+
+// runScenario runs one scenario's cells. At each concurrency the sides
+// (raw, idem, ...) each warm up for a tenth of opt.Duration, then take
+// turns in slices of about sliceLen until each has run opt.Duration, the
+// side going first rotating every round: drift on a shared machine over
+// the seconds of a cell (a checkpoint, a neighbour's burst) falls on every
+// side alike instead of on whichever ran at the time.
 func runScenario(ctx context.Context, rep *Report, w *workload, sc string, opt Options, pr *progress, cellErrs *[]error) error {
 	if sc == ScenarioReplay || sc == ScenarioMixed {
 		pr.line("recording %d keys for replays", replayKeys)
@@ -158,24 +165,54 @@ func runScenario(ctx context.Context, rep *Report, w *workload, sc string, opt O
 			return fmt.Errorf("bench: recording replay keys: %w", err)
 		}
 	}
+	rounds := max(1, int(opt.Duration/sliceLen))
+	slice := opt.Duration / time.Duration(rounds)
 	for _, c := range opt.Concurrency {
-		var rawRate float64
-		for _, side := range sidesOf(sc) {
-			pr.start(sc, side, c)
-			prefix := fmt.Sprintf("%s%d-%s-", sc, len(rep.Cells), side)
-			var seq atomic.Int64
-			res, err := runCell(ctx, c, opt.Duration, &seq, w.opFor(sc, side, prefix))
-			if ctx.Err() != nil {
-				return ctx.Err()
+		sides := sidesOf(sc)
+		ops := make([]op, len(sides))
+		seqs := make([]atomic.Int64, len(sides))
+		acc := make([]*cellResult, len(sides))
+		errs := make([]error, len(sides))
+		for i, side := range sides {
+			ops[i] = w.opFor(sc, side, fmt.Sprintf("%s%d-%s-", sc, len(rep.Cells)+i, side))
+			acc[i] = &cellResult{}
+		}
+		for r := -1; r < rounds; r++ {
+			for j := range sides {
+				i := (j + max(r, 0)) % len(sides)
+				if errs[i] != nil {
+					continue
+				}
+				d := slice
+				if r < 0 {
+					d = opt.Duration / 10 // warm-up, not counted
+					pr.start(sc, sides[i], c)
+				} else {
+					pr.line("%-7s c=%-4d round %d/%d: %s", sc, c, r+1, rounds, sides[i])
+				}
+				res, err := runFor(ctx, c, d, &seqs[i], ops[i])
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				if r >= 0 {
+					acc[i].add(res)
+				}
 			}
-			if err != nil {
+		}
+		var rawRate float64
+		for i, side := range sides {
+			if err := errs[i]; err != nil {
 				// Keep what was measured; the report shows the failed cell.
 				err = fmt.Errorf("bench: %s %s c=%d: %w", sc, side, c, err)
 				rep.Cells = append(rep.Cells, Cell{Scenario: sc, Side: side, Concurrency: c, Error: err.Error()})
 				*cellErrs = append(*cellErrs, err)
 				continue
 			}
-			cell := toCell(sc, side, c, res)
+			cell := toCell(sc, side, c, acc[i])
 			if side == sideRaw {
 				rawRate = cell.OpsPerSec
 			} else if rawRate > 0 {
