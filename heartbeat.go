@@ -324,6 +324,9 @@ func (c *finishCtx) watchLocked() {
 		return
 	}
 	c.joined = true
+	if c.timers == nil {
+		c.timers = new(finishTimers) // a context made outside an engine run
+	}
 	c.timers.join(c)
 }
 

@@ -284,3 +284,18 @@ func TestFirstBeatCountsFromTheClaim(t *testing.T) {
 		}
 	}
 }
+
+// A finishing context made without an engine's timer list still ends at
+// its deadline.
+func TestFinishCtxWithoutTimers(t *testing.T) {
+	var c finishCtx
+	c.init(context.Background(), 10*time.Millisecond)
+	select {
+	case <-c.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done not closed at the deadline")
+	}
+	if !errors.Is(c.Err(), context.DeadlineExceeded) {
+		t.Fatalf("err %v", c.Err())
+	}
+}
