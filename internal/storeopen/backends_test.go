@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/pgtest"
@@ -42,24 +43,31 @@ func TestMySQLDriverDSN(t *testing.T) {
 }
 
 func TestRedisOptions(t *testing.T) {
-	d, err := Parse("redis+cluster://u:pw@10.0.0.1:7000,10.0.0.2:7001,10.0.0.3:7002?prefix=pay")
+	d, err := Parse("redis+cluster://u:pw@10.0.0.1:7000,10.0.0.2:7001,10.0.0.3:7002?prefix=pay&pool_size=7")
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, prefix, err := redisOptions(d)
+	o, err := redisOptions(d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !o.IsClusterMode || len(o.Addrs) != 3 || o.Addrs[2] != "10.0.0.3:7002" || o.Password != "pw" || prefix != "pay" {
-		t.Fatalf("cluster options = %+v, prefix %q", o, prefix)
+	if c := o.cluster; c == nil || o.node != nil || len(c.Addrs) != 3 || c.Addrs[2] != "10.0.0.3:7002" ||
+		c.Password != "pw" || c.PoolSize != 7 || o.prefix != "pay" {
+		t.Fatalf("cluster options = %+v", o)
 	}
-	d, _ = Parse("redis://127.0.0.1:6379/3")
-	o, prefix, err = redisOptions(d)
-	if err != nil || o.IsClusterMode || o.DB != 3 || prefix != "" {
-		t.Fatalf("standalone options = %+v, %q, %v", o, prefix, err)
+	// go-redis's own parameters reach the client; idem's prefix does not.
+	d, _ = Parse("redis://127.0.0.1:6379/3?pool_size=9&read_timeout=2s&prefix=p")
+	o, err = redisOptions(d)
+	if err != nil || o.cluster != nil || o.node == nil || o.node.DB != 3 || o.node.PoolSize != 9 ||
+		o.node.ReadTimeout != 2*time.Second || o.prefix != "p" {
+		t.Fatalf("standalone options = %+v, %v", o, err)
 	}
 	if _, err := Parse("redis+cluster://a:1,,b:2"); err == nil {
 		t.Fatal("empty cluster host accepted")
+	}
+	d, _ = Parse("redis://127.0.0.1:6379/0?pool_size=many")
+	if _, err := redisOptions(d); err == nil {
+		t.Fatal("a pool_size that is not a number was accepted")
 	}
 }
 

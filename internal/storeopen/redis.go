@@ -26,19 +26,27 @@ func checkRedis(d DSN) error {
 	if d.Target == "" {
 		return errors.New("empty; write redis://127.0.0.1:6379/0")
 	}
-	_, _, err := redisOptions(d)
+	_, err := redisOptions(d)
 	return err
 }
 
+// redisOpts is a parsed Redis DSN: go-redis's options for one node or for
+// a Cluster (exactly one is set) and idem's key prefix.
+type redisOpts struct {
+	node    *redis.Options
+	cluster *redis.ClusterOptions
+	prefix  string
+}
+
 // redisOptions splits off idem's own prefix parameter and parses the rest
-// with go-redis.
-func redisOptions(d DSN) (*redis.UniversalOptions, string, error) {
+// with go-redis, keeping every option it read (pool_size, timeouts, …).
+func redisOptions(d DSN) (redisOpts, error) {
 	raw := d.Raw
 	prefix := ""
 	if i := strings.IndexByte(raw, '?'); i >= 0 {
 		q, err := url.ParseQuery(raw[i+1:])
 		if err != nil {
-			return nil, "", fmt.Errorf("query: %v", err)
+			return redisOpts{}, fmt.Errorf("query: %v", err)
 		}
 		prefix = q.Get("prefix")
 		q.Del("prefix")
@@ -63,7 +71,7 @@ func redisOptions(d DSN) (*redis.UniversalOptions, string, error) {
 		list := strings.Split(hosts, ",")
 		for _, h := range list {
 			if h == "" {
-				return nil, "", errors.New("empty host in the cluster node list")
+				return redisOpts{}, errors.New("empty host in the cluster node list")
 			}
 		}
 		u = "redis://" + userinfo + list[0] + strings.TrimPrefix(rest, "/")
@@ -77,33 +85,33 @@ func redisOptions(d DSN) (*redis.UniversalOptions, string, error) {
 		}
 		co, err := redis.ParseClusterURL(u)
 		if err != nil {
-			return nil, "", err
+			return redisOpts{}, err
 		}
-		return &redis.UniversalOptions{Addrs: co.Addrs, Username: co.Username, Password: co.Password, TLSConfig: co.TLSConfig, IsClusterMode: true}, prefix, nil
+		return redisOpts{cluster: co, prefix: prefix}, nil
 	}
 	o, err := redis.ParseURL(raw)
 	if err != nil {
-		return nil, "", err
+		return redisOpts{}, err
 	}
-	return &redis.UniversalOptions{Addrs: []string{o.Addr}, DB: o.DB, Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig}, prefix, nil
+	return redisOpts{node: o, prefix: prefix}, nil
 }
 
 func openRedis(ctx context.Context, d DSN, _ Options) (idem.Store, error) {
-	opt, prefix, err := redisOptions(d)
+	opt, err := redisOptions(d)
 	if err != nil {
 		return nil, err
 	}
 	var client redis.UniversalClient
-	if opt.IsClusterMode {
-		client = redis.NewClusterClient(opt.Cluster())
+	if opt.cluster != nil {
+		client = redis.NewClusterClient(opt.cluster)
 	} else {
-		client = redis.NewClient(opt.Simple())
+		client = redis.NewClient(opt.node)
 	}
 	if err := client.Ping(ctx).Err(); err != nil {
 		client.Close()
 		return nil, err
 	}
-	st, err := redisstore.New(client, redisstore.Config{Prefix: prefix})
+	st, err := redisstore.New(client, redisstore.Config{Prefix: opt.prefix})
 	if err != nil {
 		client.Close()
 		return nil, err
