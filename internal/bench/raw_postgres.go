@@ -53,7 +53,8 @@ func openPostgresTarget(ctx context.Context, d storeopen.DSN, name string) (*tar
 		return err
 	}
 	return &target{idemDSN: withQuery(d.Raw, "schema", name), raw: raw, cleanup: cleanup,
-		durability: fmt.Sprintf("PostgreSQL %s, synchronous_commit=%s, fsync=%s", version, syncCommit, fsync)}, nil
+		durability:     fmt.Sprintf("PostgreSQL %s, synchronous_commit=%s, fsync=%s", version, syncCommit, fsync),
+		durabilityNote: postgresDurabilityNote(syncCommit, fsync)}, nil
 }
 
 // pgDriverDSN drops idem's own parameters from a postgres:// URL.

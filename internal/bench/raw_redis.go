@@ -24,13 +24,15 @@ func openRedisTarget(ctx context.Context, d storeopen.DSN, name string) (*target
 		_ = client.Close()
 		return nil, fmt.Errorf("cannot reach the server: %w", err)
 	}
-	dur := "appendonly=?, appendfsync=?"
+	dur, note := "appendonly=?, appendfsync=?", ""
 	if cfg, err := client.ConfigGet(ctx, "append*").Result(); err == nil {
 		dur = fmt.Sprintf("appendonly=%s, appendfsync=%s", cfg["appendonly"], cfg["appendfsync"])
+		note = redisDurabilityNote(cfg["appendonly"], cfg["appendfsync"])
 	}
 	raw := &redisRaw{c: client, prefix: name + "_raw:"}
 	cleanup := func(ctx context.Context) error { return deleteMatching(ctx, client, name+"*") }
-	return &target{idemDSN: withQuery(d.Raw, "prefix", name), raw: raw, cleanup: cleanup, durability: dur}, nil
+	return &target{idemDSN: withQuery(d.Raw, "prefix", name), raw: raw, cleanup: cleanup,
+		durability: dur, durabilityNote: note}, nil
 }
 
 // redisClient opens a client with go-redis's defaults, as storeopen does.

@@ -42,7 +42,8 @@ func openSQLiteTarget(ctx context.Context, d storeopen.DSN, name string) (*targe
 		return nil, err
 	}
 	return &target{idemDSN: idemDSN, raw: raw, cleanup: remove,
-		durability: "synchronous=" + sync + ", WAL, one writer connection"}, nil
+		durability:     "synchronous=" + sync + ", WAL, one writer connection",
+		durabilityNote: sqliteDurabilityNote(sync)}, nil
 }
 
 // sqliteRaw mirrors sqlitestore's connection layout and schema (the same

@@ -27,6 +27,9 @@ func WriteText(w io.Writer, rep *Report) error {
 	fmt.Fprintf(&b, "store          %s\n", h.Store)
 	fmt.Fprintf(&b, "store options  %s\n", orDash(h.StoreOptions))
 	fmt.Fprintf(&b, "durability     %s\n", orDash(h.Durability))
+	if h.DurabilityNote != "" {
+		fmt.Fprintf(&b, "               not durable: %s\n", h.DurabilityNote)
+	}
 	fmt.Fprintf(&b, "cells          %s each after a %s warm-up; payload %d B; replays cycle %d keys; concurrency %s\n",
 		h.Duration, h.Duration/10, h.Payload, replayKeys, joinInts(h.Concurrency))
 	if _, err := io.WriteString(w, b.String()); err != nil {

@@ -39,10 +39,13 @@ type Header struct {
 	// window), which both the store and this report see.
 	StoreOptions string `json:"store_options"`
 	// Durability is the server's durability setting, read from it.
-	Durability  string        `json:"durability"`
-	Duration    time.Duration `json:"duration_ns"`
-	Payload     int           `json:"payload_bytes"`
-	Concurrency []int         `json:"concurrency"`
+	Durability string `json:"durability"`
+	// DurabilityNote, when the server's settings let an acknowledged claim
+	// be lost in a crash, says what could be lost; empty when durable.
+	DurabilityNote string        `json:"durability_note,omitempty"`
+	Duration       time.Duration `json:"duration_ns"`
+	Payload        int           `json:"payload_bytes"`
+	Concurrency    []int         `json:"concurrency"`
 }
 
 // Cell is one measurement: a scenario, a side and a concurrency.
@@ -84,6 +87,7 @@ func Run(ctx context.Context, opt Options) (rep *Report, err error) {
 		return nil, err
 	}
 	rep.Header.Durability = t.durability
+	rep.Header.DurabilityNote = t.durabilityNote
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()

@@ -37,6 +37,9 @@ type target struct {
 	// durability describes the server's durability settings, as read from
 	// the server itself.
 	durability string
+	// durabilityNote, when the settings let an acknowledged write be lost
+	// in a crash, says what could be lost (see durability.go).
+	durabilityNote string
 	// cleanup drops everything the bench created (both sides).
 	cleanup func(ctx context.Context) error
 }
