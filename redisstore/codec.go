@@ -23,7 +23,9 @@ import (
 // state is one byte (p in_progress, s succeeded, f failed, u unknown);
 // times are Unix microseconds in decimal, empty for the zero time; every
 // variable-length string but the last (intent) is prefixed by its length in
-// bytes; the fingerprint is 32 raw bytes. The order puts what Finish
+// bytes; the fingerprint is 32 raw bytes. An in_progress record's lease may
+// carry one leading '0' (markAwaitedScript): it reads as the same time, and
+// tells the finish script that a subscriber waits for this record. The order puts what Finish
 // rewrites right after the header, so its script finds the end of the
 // result with three searches and keeps the rest of the value as one slice.
 const layoutVersion = "I1"

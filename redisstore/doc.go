@@ -98,16 +98,15 @@
 //
 // On the server, time per command swings with the machine's other load;
 // instructions do not. Counted under callgrind (TestServerInstructions,
-// 2,000 commands pipelined): SET NX GET 8,300, the finish script 44,600
-// on the first-time path (68,100 when it decoded the value in Lua), of
-// which EVALSHA itself (turning the keys and arguments into Lua strings
-// and tables) is about 24,000 and the publish about 3,800; raw SET NX EX
-// 9,300 and HSET 27,200. So a first-time request costs the server about
-// 52,900 instructions in commands against raw's 36,500 (76,400 before).
-// A pre-loaded FUNCTION (FCALL) costs the same as EVALSHA; Redis 7.0 has
-// no conditional write without a script. Skipping the publish when no
-// one waits would need the waiters to mark the record (a layout change)
-// for 3,800 instructions.
+// 2,000 commands pipelined): SET NX GET 7,900, the finish script 41,200
+// on the first-time path (44,300 while it also published, 68,100 when it
+// decoded the value in Lua), of which EVALSHA itself (turning the keys and
+// arguments into Lua strings and tables) is about 24,000; raw SET NX EX
+// 9,400 and HSET 27,200. So a first-time request costs the server about
+// 49,100 instructions in commands against raw's 36,600 (76,400 two
+// versions ago). A pre-loaded FUNCTION (FCALL) costs the same as EVALSHA;
+// Redis 7.0 has no conditional write without a script (Redis 8.4 and
+// Valkey 8.1 have SET … IFEQ).
 //
 // TestCPUPerRequest (client CPU by getrusage, server CPU and command time
 // per request, raw and idem interleaved), TestScriptCost and
@@ -155,8 +154,15 @@
 //
 // Every write script that ends or removes an attempt (Finish, Release,
 // Resolve) publishes on the record's channel, with SPUBLISH (sharded
-// pub/sub, Redis 7.0+) or PUBLISH. Claims do not: nobody waits for a
-// record to be claimed. Subscribe shares one
+// pub/sub, Redis 7.0+) or PUBLISH — Finish only for a record a subscriber
+// marked as awaited. Subscribe marks an in_progress record once its
+// subscription is confirmed, by writing its lease with a leading '0' (the
+// same time to every reader, but never equal to a value a client built),
+// so a finish whose claim is still the stored value exactly knows nobody
+// waits and skips the publish. Claims do not publish: nobody waits for a
+// record to be claimed. Waiters of a version before the mark (which do not
+// mark) still learn of such a finish from the poll fallback below, within
+// [Config].PollFallback. Subscribe shares one
 // subscriber connection per Store (per master in a Cluster with sharded
 // pub/sub) and signals waiters every [Config].PollFallback as well, because
 // pub/sub messages are lost while a connection is down or a slot migrates.

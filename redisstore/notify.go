@@ -14,8 +14,10 @@ import (
 // value (coalesced) whenever a write script publishes on the record's
 // channel, and also every Config.PollFallback, since pub/sub messages are
 // lost while a subscriber connection is down. Subscribe returns only after
-// Redis confirmed the subscription, so a write made after Subscribe returns
-// is never missed while the connection stays up.
+// Redis confirmed the subscription and the record, if in_progress, was
+// marked as awaited (markAwaitedScript: finishes publish only for awaited
+// records), so a write made after Subscribe returns is never missed while
+// the connection stays up.
 //
 // All subscriptions of a Store share one subscriber connection (one per
 // master in a Cluster with sharded pub/sub) and one dispatch goroutine per
@@ -24,7 +26,17 @@ func (s *Store) Subscribe(ctx context.Context, scope, key string) (<-chan struct
 	if err := s.check(); err != nil {
 		return nil, nil, err
 	}
-	return s.hub.subscribe(ctx, chanKey(s.recKey(scope, key)))
+	rec := s.recKey(scope, key)
+	ch, cancel, err := s.hub.subscribe(ctx, chanKey(rec))
+	if err != nil || s.pubCmd == "" {
+		return ch, cancel, err
+	}
+	// A finish publishes only for a record marked as awaited.
+	if err := markAwaitedScript.Run(ctx, s.client, []string{rec}).Err(); err != nil {
+		cancel()
+		return nil, nil, storeErr("subscribe", wrongType(err))
+	}
+	return ch, cancel, nil
 }
 
 type hub struct {

@@ -103,9 +103,13 @@ return fence
 // unknown; the script keeps the rest of the stored value, found with three
 // searches.
 //
-// The publish command is part of the script (finishLua), not an argument
-// as in the other scripts: the server turns each argument into a Lua
-// string in a table, about 1,200 instructions of its ~45,000 per call.
+// The first-time path does not publish: a value still equal to the claim
+// has no subscriber to wake, because every subscriber marks the record
+// first (markAwaitedScript), which makes the value differ from the claim.
+// The other path publishes. The publish command is part of the script
+// (finishLua), not an argument as in the other scripts: the server turns
+// each argument into a Lua string in a table, about 1,200 instructions of
+// its ~45,000 per call.
 //
 // ARGV: claim value or "", new value, pxat or "".
 const finishTemplate = `
@@ -116,7 +120,6 @@ if v == ARGV[1] and v ~= '' then
   else
     redis.call('SET', KEYS[1], ARGV[2], 'PXAT', ARGV[3])
   end
-  PUBLISH
   return 1
 end
 if not v then return 'fenced' end
@@ -181,17 +184,46 @@ return 'ok'
 `)
 
 // heartbeatScript extends the lease of an in_progress record held by token
-// ARGV[1]. It does not notify: nothing a waiter cares about changed.
+// ARGV[1], keeping the awaited mark (see markAwaitedScript). It does not
+// notify: nothing a waiter cares about changed.
 //
 // ARGV: token, lease_until.
-var heartbeatScript = redis.NewScript(luaParse + `
+var heartbeatScript = redis.NewScript(luaParse + luaAwaited + `
 local v = redis.call('GET', KEYS[1])
 if not v then return 'fenced' end
 local r = parse(v)
 if r.st ~= 'p' or r.tok ~= ARGV[1] then return 'fenced' end
-r.l = ARGV[2]
+if awaited(r.l) and markable(ARGV[2]) then r.l = '0' .. ARGV[2] else r.l = ARGV[2] end
 redis.call('SET', KEYS[1], pack(r), 'KEEPTTL')
 return 'ok'
+`)
+
+// luaAwaited tells an awaited lease (one marked with a leading '0') and a
+// lease that can take the mark (a positive time without one).
+const luaAwaited = `
+local function awaited(l) return #l > 1 and string.sub(l, 1, 1) == '0' end
+local function markable(l) local c = string.sub(l, 1, 1) return c >= '1' and c <= '9' end
+`
+
+// markAwaitedScript marks an in_progress record as awaited: its lease is
+// written with a leading '0', which every reader decodes as the same time
+// (Go's decoder and Lua's tonumber read digits), but which no value built
+// by a client contains. A finish whose claim is the stored value exactly,
+// its first-time path, therefore knows no subscriber marked the record and
+// skips the publish; a marked record takes the finish's other path, which
+// publishes. Store.Subscribe runs this once the subscription is confirmed,
+// so a finish after Subscribe returns publishes, and a finish before it
+// left a record the mark does not touch (the waiter then reads it). Any
+// other value (absent, terminal, unknown, already marked) is left as it
+// is.
+var markAwaitedScript = redis.NewScript(luaParse + luaAwaited + `
+local v = redis.call('GET', KEYS[1])
+if not v or string.sub(v, 1, 3) ~= 'I1p' then return 0 end
+local r = parse(v)
+if not markable(r.l) then return 0 end
+r.l = '0' .. r.l
+redis.call('SET', KEYS[1], pack(r), 'KEEPTTL')
+return 1
 `)
 
 // resolveScript moves a record whose state code is in ARGV[2] (and with
