@@ -143,11 +143,33 @@ func TestReconcileMetrics(t *testing.T) {
 	if age := gauge(t, reg, "idem_reconcile_oldest_unreconciled_age_seconds", nil); age < 3600 {
 		t.Errorf("oldest unreconciled age = %v, want at least an hour", age)
 	}
-	// A failed run keeps the last success time; a clean run clears drift.
+	// A run that stopped keeps the last success time and every gauge: its
+	// empty report must not clear the drift alert.
 	m.Observe(&reconcile.Report{StartedAt: time.Now(), FinishedAt: time.Now(), Counts: map[reconcile.Class]int{}}, errors.New("store down"))
-	if got := gauge(t, reg, "idem_reconcile_last_success_timestamp_seconds", nil); got != float64(start.Add(time.Second).UnixNano())/1e9 {
+	lastOK := float64(start.Add(time.Second).UnixNano()) / 1e9
+	if got := gauge(t, reg, "idem_reconcile_last_success_timestamp_seconds", nil); got != lastOK {
 		t.Errorf("last success moved on a failed run: %v", got)
 	}
+	if got := gauge(t, reg, "idem_reconcile_drift_count", nil); got != 2 {
+		t.Errorf("drift_count after a run that stopped = %v, want the last complete run's 2", got)
+	}
+	if got := gauge(t, reg, "idem_reconcile_runs_total", map[string]string{"result": "error"}); got != 1 {
+		t.Errorf("error runs = %v", got)
+	}
+	// A run with undecided keys sets the gauges but is not a success.
+	m.Observe(&reconcile.Report{StartedAt: time.Now(), FinishedAt: time.Now(),
+		Counts: map[reconcile.Class]int{reconcile.ClassDrift: 1}, DriftCount: 1, Errors: []string{"k: provider down"}}, nil)
+	if got := gauge(t, reg, "idem_reconcile_last_success_timestamp_seconds", nil); got != lastOK {
+		t.Errorf("last success moved on a partial run: %v", got)
+	}
+	if got := gauge(t, reg, "idem_reconcile_runs_total", map[string]string{"result": "partial"}); got != 1 {
+		t.Errorf("partial runs = %v", got)
+	}
+	if got := gauge(t, reg, "idem_reconcile_drift_count", nil); got != 1 {
+		t.Errorf("drift_count after a partial run = %v, want 1", got)
+	}
+	// A complete clean run clears drift.
+	m.Observe(&reconcile.Report{StartedAt: time.Now(), FinishedAt: time.Now(), Counts: map[reconcile.Class]int{}}, nil)
 	if n, _ := testutil.GatherAndCount(reg, "idem_reconcile_drift_amount"); n != 0 {
 		t.Errorf("drift_amount series after a clean report: %d", n)
 	}

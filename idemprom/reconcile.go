@@ -12,8 +12,8 @@ import (
 // ReconcileMetrics exports reconciliation reports. Pass its Observe method
 // as reconcile.Config.OnRun.
 //
-//	idem_reconcile_runs_total{result}                   runs, result ok or error
-//	idem_reconcile_last_success_timestamp_seconds       end of the last run without error (Unix time)
+//	idem_reconcile_runs_total{result}                   runs, result ok, partial or error
+//	idem_reconcile_last_success_timestamp_seconds       end of the last complete run (Unix time)
 //	idem_reconcile_keys{class}                          keys per class in the last run
 //	idem_reconcile_drift_count                          drift findings in the last run
 //	idem_reconcile_drift_amount{currency}               sum of absolute drift, minor units, last run
@@ -34,9 +34,9 @@ type ReconcileMetrics struct {
 func NewReconcileMetrics(reg prometheus.Registerer) (*ReconcileMetrics, error) {
 	m := &ReconcileMetrics{
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idem_reconcile_runs_total",
-			Help: "Reconciliation runs by result (ok, error)."}, []string{"result"}),
+			Help: "Reconciliation runs by result (ok, partial: some keys could not be decided, error: the run stopped)."}, []string{"result"}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Name: "idem_reconcile_last_success_timestamp_seconds",
-			Help: "Unix time at which the last reconciliation run without error finished."}),
+			Help: "Unix time at which the last complete reconciliation run (every key decided) finished."}),
 		keys: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "idem_reconcile_keys",
 			Help: "Keys per reconciliation class in the last run."}, []string{"class"}),
 		driftCount: prometheus.NewGauge(prometheus.GaugeOpts{Name: "idem_reconcile_drift_count",
@@ -52,7 +52,7 @@ func NewReconcileMetrics(reg prometheus.Registerer) (*ReconcileMetrics, error) {
 			return nil, err
 		}
 	}
-	for _, r := range []string{"ok", "error"} {
+	for _, r := range []string{"ok", "partial", "error"} {
 		m.runs.WithLabelValues(r)
 	}
 	return m, nil
@@ -60,15 +60,25 @@ func NewReconcileMetrics(reg prometheus.Registerer) (*ReconcileMetrics, error) {
 
 // Observe records one run's report; it has the signature of
 // reconcile.Config.OnRun.
+//
+// A run that stopped (err set) counts as an error and changes nothing
+// else: its report is partial, and lowering the gauges from it would clear
+// alerts on findings it never reached. A run that left keys undecided
+// (Report.Errors) counts as partial: its gauges are set (a finding of an
+// earlier run that the provider could not re-check is kept, see
+// reconcile.Finding.Kept) but it is not a success, so the
+// last-success time — and the alert on it — tells that reconciliation is
+// not getting through.
 func (m *ReconcileMetrics) Observe(rep *reconcile.Report, err error) {
-	if err != nil {
+	switch {
+	case err != nil || rep == nil:
 		m.runs.WithLabelValues("error").Inc()
-	} else {
+		return
+	case len(rep.Errors) > 0:
+		m.runs.WithLabelValues("partial").Inc()
+	default:
 		m.runs.WithLabelValues("ok").Inc()
 		m.lastSuccess.Set(float64(rep.FinishedAt.UnixNano()) / 1e9)
-	}
-	if rep == nil {
-		return
 	}
 	for _, c := range reconcile.Classes {
 		m.keys.WithLabelValues(string(c)).Set(float64(rep.Counts[c]))

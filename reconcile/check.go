@@ -87,7 +87,7 @@ func (r *Reconciler) unknown(ctx context.Context, ru *run, rec idem.Record, in *
 // decided compares a succeeded or failed record with the provider's view.
 func (r *Reconciler) decided(ctx context.Context, ru *run, rec idem.Record, in *idem.Intent, f Finding, got Applied, lerr error) {
 	if lerr != nil && !errors.Is(lerr, ErrNotApplied) {
-		r.fail(ru, rec, f.ForwardKey, lerr)
+		r.cannotTell(ru, rec, in, f, lerr)
 		return
 	}
 	succeeded := rec.State == idem.StateSucceeded
@@ -158,10 +158,43 @@ func (r *Reconciler) mark(ctx context.Context, ru *run, rec idem.Record, f Findi
 	}
 }
 
+// markClass is the class an earlier run's mark stands for, for the marks
+// that call for a person.
+var markClass = map[idem.Mark]Class{
+	idem.MarkDrift:       ClassDrift,
+	idem.MarkOverCounted: ClassOverCounted,
+}
+
+// cannotTell reports a decided record the provider could not be asked
+// about. A record an earlier run marked drift or over_counted keeps that
+// class (Kept): an outage of the provider must not make a finding that
+// needs a person disappear from the report, its exit status and the
+// metrics. Any other record counts as pending. Either way the error is
+// reported.
+func (r *Reconciler) cannotTell(ru *run, rec idem.Record, in *idem.Intent, f Finding, lerr error) {
+	c, ok := markClass[rec.Mark]
+	if !ok {
+		r.fail(ru, rec, f.ForwardKey, lerr)
+		return
+	}
+	f.Class, f.Kept = c, true
+	f.Detail = "kept from an earlier run: the provider could not tell this run"
+	if rec.State == idem.StateSucceeded {
+		f.Local = in.Amount
+	}
+	ru.rep.add(f)
+	r.errored(ru, rec, lerr)
+}
+
 // fail reports a per-key problem; the key counts as pending.
 func (r *Reconciler) fail(ru *run, rec idem.Record, fk string, err error) {
 	ru.rep.add(Finding{Class: ClassPending, Scope: rec.Scope, Key: rec.Key, ForwardKey: fk,
 		Age: ru.now.Sub(rec.CreatedAt), Detail: err.Error()})
+	r.errored(ru, rec, err)
+}
+
+// errored adds a per-key error to the report and the log.
+func (r *Reconciler) errored(ru *run, rec idem.Record, err error) {
 	ru.rep.Errors = append(ru.rep.Errors, fmt.Sprintf("%s: %v", rec.Key, err))
 	r.cfg.Logger.Warn("reconcile: key not decided", "key_hash", keyHash(rec.Scope, rec.Key), "err", err)
 }

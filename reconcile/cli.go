@@ -25,6 +25,12 @@ const (
 	ExitFound   = 3 // drift or over-counted keys were found
 )
 
+// ErrUsage, wrapped in the error of [RunReconcileCommand]'s open function,
+// says the DSN itself cannot be used (malformed, an unknown scheme, a store
+// that cannot hold the application's records): the command exits with
+// [ExitUsage] rather than [ExitFailure].
+var ErrUsage = errors.New("unusable store DSN")
+
 const synopsis = "idem reconcile --store DSN (--provider-csv FILE | --provider-url TEMPLATE) [--settlement-window DUR] [--json]"
 
 const about = `Compare the store's records with the provider's view, by forwarded key:
@@ -79,6 +85,11 @@ func RunReconcileCommand(ctx context.Context, args []string, stdout, stderr io.W
 		return ExitFailure
 	}
 	st, err := open(ctx, o.dsn)
+	if errors.Is(err, ErrUsage) {
+		fmt.Fprintf(stderr, "idem reconcile: --store: %v\n\n", err)
+		usage(fs, stderr)
+		return ExitUsage
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "idem reconcile: open store: %v\n", err)
 		return ExitFailure
@@ -126,6 +137,8 @@ func (o *cliOptions) check(fs *flag.FlagSet) string {
 		return "give exactly one of --provider-csv and --provider-url"
 	case o.csv != "" && (o.listURL != "" || len(o.headers) > 0):
 		return "--provider-list-url and --provider-header go with --provider-url"
+	case o.window <= 0:
+		return "--settlement-window must be positive"
 	case o.batch <= 0:
 		return "--batch-size must be positive"
 	case o.ttl <= 0:

@@ -148,6 +148,7 @@ func TestCommandUsage(t *testing.T) {
 		"no provider":     {"--store", "x.db"},
 		"both providers":  {"--store", "x.db", "--provider-csv", "x.csv", "--provider-url", "http://p/{key}"},
 		"bad window":      {"--store", "x.db", "--provider-csv", "x.csv", "--settlement-window", "soon"},
+		"zero window":     {"--store", "x.db", "--provider-csv", "x.csv", "--settlement-window", "0"},
 		"bad action":      {"--store", "x.db", "--provider-csv", "x.csv", "--not-applied", "ignore"},
 		"unknown flag":    {"--store", "x.db", "--provider-csv", "x.csv", "--colour"},
 		"stray argument":  {"--store", "x.db", "--provider-csv", "x.csv", "extra"},
@@ -174,7 +175,57 @@ func TestCommandFailures(t *testing.T) {
 		t.Fatalf("store failure: exit %d\n%s", code, errb.String())
 	}
 	code, out2, errs := runCLI(t, "--store", cliStore(t, 1), "--provider-url", "http://127.0.0.1:1/charges/{key}", "--settlement-window", "1ns")
-	if code != reconcile.ExitFailure || !has(out2, "pending 1") || !strings.Contains(out2, "error: order-1: httpprovider:") {
+	if code != reconcile.ExitFailure || !has(out2, "pending 1") || !strings.Contains(out2, "error: order-1: httpprovider:") ||
+		!strings.Contains(out2, "result: UNDECIDED: 1 keys could not be decided") {
 		t.Fatalf("unreachable provider: exit %d\n%s\n%s", code, out2, errs)
+	}
+	code = reconcile.RunReconcileCommand(context.Background(), []string{"--store", "x", "--provider-csv", csv}, &out, &errb,
+		func(context.Context, string) (idem.Store, error) { return nil, fmt.Errorf("%w: bad scheme", reconcile.ErrUsage) })
+	if code != reconcile.ExitUsage {
+		t.Fatalf("unusable DSN: exit %d, want 2", code)
+	}
+}
+
+// TestCommandIncomplete: a run that stops (here: a database without the
+// schema) never prints a clean result, in the table or in JSON.
+func TestCommandIncomplete(t *testing.T) {
+	t.Parallel()
+	csv := settlement(t, map[int]int64{1: 100})
+	empty := func(ctx context.Context, dsn string) (idem.Store, error) {
+		return sqlitestore.Open(ctx, sqlitestore.Config{Path: filepath.Join(t.TempDir(), "empty.db")})
+	}
+	var out, errb bytes.Buffer
+	code := reconcile.RunReconcileCommand(context.Background(), []string{"--store", "x", "--provider-csv", csv}, &out, &errb, empty)
+	if code != reconcile.ExitFailure || strings.Contains(out.String(), "result: clean") || !strings.Contains(out.String(), "result: INCOMPLETE: the run stopped:") {
+		t.Fatalf("table: exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	out.Reset()
+	code = reconcile.RunReconcileCommand(context.Background(), []string{"--store", "x", "--provider-csv", csv, "--json"}, &out, &errb, empty)
+	var rep struct {
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || code != reconcile.ExitFailure || rep.Error == "" {
+		t.Fatalf("JSON: exit %d, error %q (%v)\n%s", code, rep.Error, err, out.String())
+	}
+}
+
+// TestCommandLookback: the report says how far back provider entries were
+// compared, and an entry older than that is not recorded.
+func TestCommandLookback(t *testing.T) {
+	t.Parallel()
+	db := cliStore(t, 1)
+	old := time.Now().Add(-30 * time.Hour).UTC().Format(time.RFC3339)
+	csv := filepath.Join(t.TempDir(), "s.csv")
+	body := "key,amount,currency,status,applied_at,scope\ncharge:v1:order-1,100,EUR,applied," + old + ",shop\nlost,900,EUR,applied," + old + ",shop\n"
+	if err := os.WriteFile(csv, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, "--store", db, "--provider-csv", csv)
+	if code != reconcile.ExitClean || !strings.Contains(out, "provider entries applied since ") || !has(out, "under_counted 0") {
+		t.Fatalf("default look-back (--ttl 24h): exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = runCLI(t, "--store", db, "--provider-csv", csv, "--lookback", "2d")
+	if code != reconcile.ExitClean || !has(out, "under_counted 1") {
+		t.Fatalf("--lookback 2d: exit %d\n%s\n%s", code, out, errs)
 	}
 }

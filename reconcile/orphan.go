@@ -18,9 +18,10 @@ import (
 func (r *Reconciler) providerPass(ctx context.Context, ru *run) error {
 	ru.rep.ProviderListed = true
 	since := ru.now.Add(-r.cfg.Lookback)
+	ru.rep.ProviderSince = since
 	for got, err := range r.prov.AppliedSince(ctx, since) {
 		if errors.Is(err, ErrListUnsupported) {
-			ru.rep.ProviderListed = false
+			ru.rep.ProviderListed, ru.rep.ProviderSince = false, time.Time{}
 			return nil
 		}
 		if err != nil {

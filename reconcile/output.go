@@ -28,7 +28,11 @@ func writeTable(w io.Writer, rep *Report) error {
 	fmt.Fprintf(tw, "\ndrift_count\t%d\t\n", rep.DriftCount)
 	fmt.Fprintf(tw, "drift_amount\t%s\t\n", amounts(rep.DriftAmount))
 	fmt.Fprintf(tw, "oldest_unreconciled_age\t%s\t\n", rep.OldestUnreconciled.Round(time.Second))
-	if !rep.ProviderListed {
+	switch {
+	case rep.ProviderListed:
+		fmt.Fprintf(tw, "\nprovider entries applied since %s were checked for a local record (older ones are past the look-back)\n",
+			rep.ProviderSince.UTC().Format(time.RFC3339))
+	case rep.Error == "":
 		fmt.Fprintln(tw, "\nnote: the provider cannot list its entries; keys with no local record were not looked for")
 	}
 	if err := tw.Flush(); err != nil {
@@ -50,12 +54,27 @@ func writeTable(w io.Writer, rep *Report) error {
 	for _, e := range rep.Errors {
 		fmt.Fprintf(tw, "error: %s\n", e)
 	}
-	verdict := "clean"
-	if !rep.Clean() {
-		verdict = fmt.Sprintf("FOUND %d drift, %d over-counted", rep.Counts[ClassDrift], rep.Counts[ClassOverCounted])
-	}
-	fmt.Fprintf(tw, "\nresult: %s\n", verdict)
+	fmt.Fprintf(tw, "\nresult: %s\n", verdict(rep))
 	return tw.Flush()
+}
+
+// verdict is the report's last line: what was found, and whether the run
+// could look at everything. "clean" means complete and nothing found.
+func verdict(rep *Report) string {
+	var parts []string
+	if !rep.Clean() {
+		parts = append(parts, fmt.Sprintf("FOUND %d drift, %d over-counted", rep.Counts[ClassDrift], rep.Counts[ClassOverCounted]))
+	}
+	if rep.Error != "" {
+		parts = append(parts, "INCOMPLETE: the run stopped: "+rep.Error)
+	}
+	if n := len(rep.Errors); n > 0 {
+		parts = append(parts, fmt.Sprintf("UNDECIDED: %d keys could not be decided (errors above)", n))
+	}
+	if len(parts) == 0 {
+		return "clean"
+	}
+	return strings.Join(parts, "; ")
 }
 
 // amounts prints per-currency minor-unit totals, "EUR 150, USD 20".

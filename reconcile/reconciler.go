@@ -54,6 +54,9 @@ func (r *Reconciler) RunOnce(ctx context.Context) (*Report, error) {
 	if err == nil {
 		err = r.providerPass(ctx, ru)
 	}
+	if err != nil {
+		ru.rep.Error = err.Error()
+	}
 	ru.rep.finish(r.now())
 	r.cfg.Logger.Info("reconcile: run", "checked", ru.rep.Checked, "counts", ru.rep.Counts,
 		"drift_count", ru.rep.DriftCount, "errors", len(ru.rep.Errors), "err", err)

@@ -55,6 +55,11 @@ type Finding struct {
 	ProviderCurrency string `json:"provider_currency,omitempty"`
 	// Detail says why, in a few words.
 	Detail string `json:"detail,omitempty"`
+	// Kept is set when the provider could not be asked about a key this
+	// run and the class is the one an earlier run stored on the record
+	// (drift or over_counted): a provider outage never clears a finding.
+	// Provider is then 0 and the finding adds nothing to DriftAmount.
+	Kept bool `json:"kept,omitempty"`
 	// Age is how long the record has existed (since its claim).
 	Age time.Duration `json:"-"`
 }
@@ -84,6 +89,15 @@ type Report struct {
 	// ProviderListed is false when the provider could not list its entries,
 	// so provider entries with no local record were not looked for.
 	ProviderListed bool `json:"provider_listed"`
+	// ProviderSince is the oldest application time of the provider entries
+	// looked at for a missing local record (StartedAt − Config.Lookback).
+	// Older entries are not compared: their local records may have been
+	// swept. Zero when the provider was not listed.
+	ProviderSince time.Time `json:"provider_since,omitzero"`
+	// Error is why the run stopped before it was complete (the store or
+	// the provider's listing failed), as RunOnce returned it; empty for a
+	// complete run. A report with an Error is never a clean bill.
+	Error string `json:"error,omitempty"`
 	// Errors holds per-key failures (the provider could not tell, a write
 	// failed); those keys are also counted pending.
 	Errors []string `json:"errors,omitempty"`
@@ -94,9 +108,16 @@ func newReport(now time.Time) *Report {
 }
 
 // Clean reports whether the run found nothing to investigate: no drift and
-// no over-counted key.
+// no over-counted key. A clean report may still be incomplete (Error) or
+// leave keys undecided (Errors); see [Report.Complete].
 func (r *Report) Clean() bool {
 	return r.Counts[ClassDrift] == 0 && r.Counts[ClassOverCounted] == 0
+}
+
+// Complete reports whether the run reached every record and decided every
+// key it could: no Error and no per-key Errors.
+func (r *Report) Complete() bool {
+	return r.Error == "" && len(r.Errors) == 0
 }
 
 func (r *Report) add(f Finding) {
@@ -109,7 +130,9 @@ func (r *Report) add(f Finding) {
 	switch f.Class {
 	case ClassDrift:
 		r.DriftCount++
-		r.addDrift(f)
+		if !f.Kept {
+			r.addDrift(f)
+		}
 	case ClassPending, ClassOverCounted:
 	default:
 		return

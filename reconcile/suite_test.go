@@ -19,20 +19,21 @@ type newStoreFunc func(t *testing.T) idem.Store
 // runSuite runs every reconciliation test against one kind of store.
 func runSuite(t *testing.T, newStore newStoreFunc) {
 	tests := map[string]func(*testing.T, *fixture){
-		"Reconciled":               testReconciled,
-		"UnderCountedUnknown":      testUnderCountedUnknown,
-		"UnderCountedExpiredLease": testUnderCountedExpiredLease,
-		"UnderCountedNoLocal":      testUnderCountedNoLocal,
-		"OverCounted":              testOverCounted,
-		"OverCountedDeclined":      testOverCountedDeclined,
-		"Drift":                    testDrift,
-		"DriftFailedButApplied":    testDriftFailedButApplied,
-		"NotAppliedFail":           testNotAppliedFail,
-		"NotAppliedRelease":        testNotAppliedRelease,
-		"ProviderCannotTell":       testProviderCannotTell,
-		"Idempotent":               testIdempotent,
-		"RecoveryHook":             testRecoveryHook,
-		"RedriveOnlyWhenDeclared":  testRedriveOnlyWhenDeclared,
+		"Reconciled":                testReconciled,
+		"UnderCountedUnknown":       testUnderCountedUnknown,
+		"UnderCountedExpiredLease":  testUnderCountedExpiredLease,
+		"UnderCountedNoLocal":       testUnderCountedNoLocal,
+		"OverCounted":               testOverCounted,
+		"OverCountedDeclined":       testOverCountedDeclined,
+		"Drift":                     testDrift,
+		"DriftFailedButApplied":     testDriftFailedButApplied,
+		"NotAppliedFail":            testNotAppliedFail,
+		"NotAppliedRelease":         testNotAppliedRelease,
+		"ProviderCannotTell":        testProviderCannotTell,
+		"ProviderDownKeepsFindings": testProviderDownKeepsFindings,
+		"Idempotent":                testIdempotent,
+		"RecoveryHook":              testRecoveryHook,
+		"RedriveOnlyWhenDeclared":   testRedriveOnlyWhenDeclared,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -345,6 +346,43 @@ func testProviderCannotTell(t *testing.T, f *fixture) {
 	}
 	wantState(t, f.get("a"), idem.StateUnknown, idem.MarkNone)
 	wantState(t, f.get("b"), idem.StateSucceeded, idem.MarkNone)
+}
+
+// testProviderDownKeepsFindings: drift and over-counted findings of an
+// earlier run stay in the report (and so in the exit status and the
+// metrics) while the provider cannot be asked; the record is not touched.
+func testProviderDownKeepsFindings(t *testing.T, f *fixture) {
+	f.charge("drift", 500, "EUR", ok)
+	f.charge("over", 300, "EUR", ok)
+	f.charge("fine", 100, "EUR", ok)
+	f.prov.apply("fwd-drift", 450, "EUR", f.clock.Now())
+	f.prov.apply("fwd-fine", 100, "EUR", f.clock.Now())
+	f.clock.Advance(window)
+	rep := f.run()
+	wantClass(t, rep, reconcile.ClassDrift, "drift")
+	wantClass(t, rep, reconcile.ClassOverCounted, "over")
+
+	f.prov.fail = errProviderDown
+	writes := f.st.writes.Load()
+	rep = f.run()
+	wantClass(t, rep, reconcile.ClassDrift, "drift")
+	wantClass(t, rep, reconcile.ClassOverCounted, "over")
+	wantClass(t, rep, reconcile.ClassPending)
+	if rep.Clean() || rep.Complete() || rep.DriftCount != 1 || len(rep.Errors) != 2 {
+		t.Fatalf("provider down: clean=%v complete=%v drift_count=%d errors=%v", rep.Clean(), rep.Complete(), rep.DriftCount, rep.Errors)
+	}
+	if len(rep.DriftAmount) != 0 {
+		t.Fatalf("drift_amount = %v: nothing was compared this run", rep.DriftAmount)
+	}
+	for _, fd := range rep.Findings {
+		if !fd.Kept {
+			t.Fatalf("finding %+v not marked kept", fd)
+		}
+	}
+	if w := f.st.writes.Load() - writes; w != 0 {
+		t.Fatalf("run with the provider down made %d writes", w)
+	}
+	wantState(t, f.get("drift"), idem.StateSucceeded, idem.MarkDrift)
 }
 
 // testIdempotent runs the reconciler twice over every class at once: the

@@ -39,6 +39,23 @@ func TestReconcileCommand(t *testing.T) {
 	}
 }
 
+// TestReconcileUnusableStore: a DSN reconcile cannot use is a usage error
+// (exit 2), memory:// included: a fresh memory store would report clean
+// without having looked at a record.
+func TestReconcileUnusableStore(t *testing.T) {
+	csv := filepath.Join(t.TempDir(), "s.csv")
+	if err := os.WriteFile(csv, []byte("key,amount,currency,status,applied_at\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, dsn := range []string{"memory://", "foo://x", "no-scheme"} {
+		var out, errb strings.Builder
+		code := run(context.Background(), []string{"reconcile", "--store", dsn, "--provider-csv", csv}, &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), "--store") {
+			t.Errorf("--store %s: exit %d, want 2\n%s%s", dsn, code, out.String(), errb.String())
+		}
+	}
+}
+
 // seedCharges records three succeeded charges of 100, 200 and 300 EUR in a
 // new SQLite file and returns its DSN.
 func seedCharges(t *testing.T) string {
