@@ -180,7 +180,9 @@ func TestCommandFailures(t *testing.T) {
 		t.Fatalf("unreachable provider: exit %d\n%s\n%s", code, out2, errs)
 	}
 	code = reconcile.RunReconcileCommand(context.Background(), []string{"--store", "x", "--provider-csv", csv}, &out, &errb,
-		func(context.Context, string) (idem.Store, error) { return nil, fmt.Errorf("%w: bad scheme", reconcile.ErrUsage) })
+		func(context.Context, string) (idem.Store, error) {
+			return nil, fmt.Errorf("%w: bad scheme", reconcile.ErrUsage)
+		})
 	if code != reconcile.ExitUsage {
 		t.Fatalf("unusable DSN: exit %d, want 2", code)
 	}

@@ -114,6 +114,11 @@ func (p *Provider) Lookup(ctx context.Context, key string) (ledger.Applied, erro
 	default:
 		return ledger.Applied{}, fmt.Errorf("httpprovider: lookup answered %d", status)
 	}
+	return decodeLookup(body, key)
+}
+
+// decodeLookup reads a lookup answer for key: one JSON entry, for that key.
+func decodeLookup(body []byte, key string) (ledger.Applied, error) {
 	var e entry
 	if err := json.Unmarshal(body, &e); err != nil {
 		return ledger.Applied{}, fmt.Errorf("httpprovider: lookup answer: %w", err)
