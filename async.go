@@ -26,7 +26,7 @@ func (e *Engine) DoAsync(ctx context.Context, req Request, h Handler, done func(
 	if done == nil {
 		panic("idem: DoAsync: done is nil")
 	}
-	if h != nil && !e.closed.Load() && ctx.Err() == nil && ValidateKey(string(req.Key)) == nil {
+	if h != nil && !e.closed.Load() && ctx.Err() == nil && ValidateKey(string(req.Key)) == nil && ValidateScope(req.Scope) == nil {
 		pol := e.policy(req.Policy)
 		if pol.InFlight == InFlightWait && e.flights.holding(req.Scope, string(req.Key), req.Fingerprint) {
 			e.park(ctx, &req, pol, h, done)

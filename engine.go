@@ -185,6 +185,9 @@ func (e *Engine) do(ctx context.Context, req *Request, h Handler) (Result, Outco
 	if err := ValidateKey(string(req.Key)); err != nil {
 		return Result{}, OutcomeError, err
 	}
+	if err := ValidateScope(req.Scope); err != nil {
+		return Result{}, OutcomeError, err
+	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, OutcomeError, err
 	}

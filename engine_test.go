@@ -51,6 +51,44 @@ func TestInvalidKeysAreRefusedBeforeAnything(t *testing.T) {
 	}
 }
 
+// TestInvalidScopesAreRefusedBeforeAnything: a scope no store can keep
+// whole (too long for MySQL's column, NUL for PostgreSQL's text, broken
+// UTF-8) is refused by the engine with a *ScopeError, before the effect
+// and before any store write; DoAsync and Resolve refuse it too.
+func TestInvalidScopesAreRefusedBeforeAnything(t *testing.T) {
+	st := memstore.New()
+	e := newEngine(t, st, idem.Config{})
+	ctx := context.Background()
+	for _, scope := range []string{strings.Repeat("s", 256), "nul\x00", "bad\xffutf8", "new\nline", "c1\u0085"} {
+		ran := false
+		h := func(context.Context, *idem.Attempt) ([]byte, error) { ran = true; return nil, nil }
+		_, err := e.DoBytes(ctx, idem.Request{Scope: scope, Key: "k"}, h)
+		var se *idem.ScopeError
+		if !errors.Is(err, idem.ErrInvalidScope) || !errors.As(err, &se) || se.Reason == "" {
+			t.Errorf("scope %q: err = %v, want a *ScopeError", scope, err)
+		}
+		done := make(chan error, 1)
+		e.DoAsync(ctx, idem.Request{Scope: scope, Key: "k"}, h, func(_ idem.Result, err error) { done <- err })
+		if err := <-done; !errors.Is(err, idem.ErrInvalidScope) {
+			t.Errorf("scope %q: DoAsync err = %v", scope, err)
+		}
+		if _, err := e.Resolve(ctx, scope, "k", idem.Resolution{Release: true, Reason: "test"}); !errors.Is(err, idem.ErrInvalidScope) {
+			t.Errorf("scope %q: Resolve err = %v", scope, err)
+		}
+		if ran {
+			t.Errorf("scope %q: the handler ran", scope)
+		}
+	}
+	if st.Writes() != 0 {
+		t.Fatalf("invalid scopes caused %d store writes", st.Writes())
+	}
+	for _, scope := range []string{"", strings.Repeat("s", 255), "tenant 42", "Zürich/ünïcode", "\uFFFD literal"} {
+		if _, err := e.DoBytes(ctx, idem.Request{Scope: scope, Key: "k"}, func(context.Context, *idem.Attempt) ([]byte, error) { return nil, nil }); err != nil {
+			t.Errorf("valid scope %q refused: %v", scope, err)
+		}
+	}
+}
+
 func TestConfigValidationNamesTheField(t *testing.T) {
 	st := memstore.New()
 	_, err := idem.New(st, idem.Config{Lease: -time.Second})

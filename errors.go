@@ -12,6 +12,10 @@ var (
 	// ErrInvalidKey: the key is empty, longer than 255 bytes, or has a byte
 	// outside printable ASCII. See [KeyError].
 	ErrInvalidKey = errors.New("idem: invalid key")
+	// ErrInvalidScope: the scope is longer than 255 bytes, not valid UTF-8,
+	// or has a control character. Test with errors.Is; the error is a
+	// *ScopeError.
+	ErrInvalidScope = errors.New("idem: invalid scope")
 	// ErrMismatch: the key was already used with another fingerprint. The
 	// recorded outcome is never served for a different request.
 	ErrMismatch = errors.New("idem: key reused with a different request")
@@ -57,6 +61,16 @@ func (e *KeyError) Error() string { return fmt.Sprintf("idem: invalid key: %s", 
 
 // Is reports ErrInvalidKey.
 func (e *KeyError) Is(target error) bool { return target == ErrInvalidKey }
+
+// ScopeError says why a scope was refused.
+type ScopeError struct {
+	Reason string
+}
+
+func (e *ScopeError) Error() string { return "idem: invalid scope: " + e.Reason }
+
+// Is reports ErrInvalidScope.
+func (e *ScopeError) Is(target error) bool { return target == ErrInvalidScope }
 
 // MismatchError reports a key reused with another fingerprint.
 type MismatchError struct {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // MaxKeyLen is the longest key accepted, in bytes.
@@ -40,6 +41,33 @@ func ValidateKey(s string) error {
 }
 
 func (k Key) String() string { return string(k) }
+
+// MaxScopeLen is the longest scope accepted, in bytes: every store keeps a
+// scope of this length whole (the MySQL store's column is VARBINARY(255)).
+const MaxScopeLen = 255
+
+// ValidateScope reports why s is not a valid scope, or nil. The empty
+// scope is valid (one global namespace). A scope is at most [MaxScopeLen]
+// bytes of UTF-8 without control characters: a tenant or principal
+// identifier, or a digest of one. The engine refuses other scopes before
+// any store sees them, so that no store can truncate two scopes into one
+// or fail on bytes it cannot keep.
+func ValidateScope(s string) error {
+	if len(s) > MaxScopeLen {
+		return &ScopeError{Reason: "longer than " + strconv.Itoa(MaxScopeLen) + " bytes"}
+	}
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			return &ScopeError{Reason: fmt.Sprintf("byte %d is not valid UTF-8", i)}
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			return &ScopeError{Reason: fmt.Sprintf("byte %d is a control character (%U)", i, r)}
+		}
+		i += n
+	}
+	return nil
+}
 
 // DeriveKey builds a versioned, namespaced key from an immutable upstream
 // identity: DeriveKey("charge", 1, orderID, attemptID) gives

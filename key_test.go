@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 )
 
 func TestParseKey(t *testing.T) {
@@ -246,4 +248,27 @@ func undoDerive(k string) (ns string, v int, parts []string, ok bool) {
 		parts = append(parts, p)
 	}
 	return fields[0], v, parts, true
+}
+
+// FuzzValidateScope: an accepted scope fits every store whole — at most
+// MaxScopeLen bytes of valid UTF-8 without a control character.
+func FuzzValidateScope(f *testing.F) {
+	for _, s := range []string{"", "tenant-42", "Zürich", "nul\x00", "\xff", "\u0085", strings.Repeat("s", 256)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		err := ValidateScope(s)
+		ok := len(s) <= MaxScopeLen && utf8.ValidString(s)
+		for _, r := range s {
+			if unicode.IsControl(r) {
+				ok = false
+			}
+		}
+		if (err == nil) != ok {
+			t.Fatalf("ValidateScope(%q) = %v, want ok=%v", s, err, ok)
+		}
+		if err != nil && !errors.Is(err, ErrInvalidScope) {
+			t.Fatalf("error %v is not ErrInvalidScope", err)
+		}
+	})
 }

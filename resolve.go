@@ -30,6 +30,9 @@ func (e *Engine) Resolve(ctx context.Context, scope string, key Key, r Resolutio
 	if err := ValidateKey(string(key)); err != nil {
 		return nil, err
 	}
+	if err := ValidateScope(scope); err != nil {
+		return nil, err
+	}
 	if !r.Release && !r.As.Terminal() {
 		return nil, fmt.Errorf("idem: Resolve: As must be succeeded or failed (or set Release), got %q", r.As)
 	}
