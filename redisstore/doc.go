@@ -126,14 +126,18 @@
 //
 // # Durability — read this before using Redis for payments
 //
-// Redis acknowledges a write once it is in the primary's memory. With the
-// default persistence (RDB snapshots, or appendonly yes with appendfsync
-// everysec) a crash of the primary can lose about the last second of
-// writes, and a failover to an asynchronously replicated replica can lose
-// whatever it had not received yet. A lost claim is the dangerous case: the
-// effect already ran, the record is gone, and a retry claims the key again
-// and runs the effect a second time. This store cannot prevent that by
-// itself. To narrow or close the window:
+// Redis acknowledges a write once it is in the primary's memory. What a
+// crash of the primary loses depends on its persistence: with none (no
+// save points, appendonly no, as caches often run) the restarted primary
+// comes back empty — in a Cluster it keeps its slots and serves them, so
+// nothing signals the loss; with RDB snapshots only (Redis's default),
+// every write since the last snapshot; with appendonly yes and appendfsync
+// everysec, about the last second or two of writes. A failover to an
+// asynchronously replicated replica can lose whatever it had not received
+// yet. A lost claim is the dangerous case: the effect already ran, the
+// record is gone, and a retry claims the key again and runs the effect a
+// second time. This store cannot prevent that by itself. To narrow or
+// close the window:
 //
 //   - run Redis with appendonly yes and appendfsync always, so a claim is
 //     fsynced before Redis answers (each write costs an fsync);
@@ -145,6 +149,15 @@
 //     run on a claim that is not yet durable. WAIT alone is not a
 //     guarantee: Redis replication stays asynchronous, and a failover may
 //     still promote a replica that did not acknowledge.
+//
+// TestClusterMasterKilled (failover_test.go) SIGKILLs a Cluster master in
+// the middle of a race of claims, restarts it and retries every key: with
+// appendonly yes and appendfsync always, every claim the cluster
+// acknowledged is still there and no effect runs twice. Its negative
+// control, TestClusterMasterKilledNoAOF, runs the same on masters without
+// persistence: every claim the killed master acknowledged is lost and its
+// effect runs again. (A SIGKILL is a process crash; what appendfsync
+// always adds over everysec, surviving a machine crash, is not tested.)
 //
 // Outcome writes (Finish) are not waited on: losing one leaves the record
 // in_progress, which turns unknown when its lease passes — never a
