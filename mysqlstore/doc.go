@@ -13,7 +13,7 @@
 // truncate them and merge two intents. Secondary indexes serve List
 // (state, created_at) and Sweep (expires_at). The schema is a set of
 // numbered, embedded migrations recorded in Table+"_migrations"; apply them
-// with [Store.Migrate], Config.Migrate, or the script from [MigrationsSQL].
+// with [Store.Migrate], Config.Migrate, or the script from [MigrationsScript].
 //
 // Times are BIGINT microseconds since the Unix epoch, UTC, and NULL for the
 // zero time. This is independent of the DSN's parseTime and loc and of the

@@ -97,20 +97,23 @@ func recordMigrationSQL(table string) string {
 	return "INSERT INTO `" + table + migrationsSuffix + "` (version, name) VALUES (?, ?)"
 }
 
-// MigrationsSQL returns every migration for the records table as one SQL
-// script, including the bookkeeping rows of the migrations table, for
-// `idem migrate --print` and for operators who apply schemas by hand. An
-// empty table means [DefaultTable]. If table is not a valid name, the script
-// is a single SQL comment that says why, with no statements.
-func MigrationsSQL(table string) string {
+// MigrationsScript returns every migration for the records table of cfg
+// (cfg.Table, defaulted and validated as [New] does; other fields are
+// ignored) as one SQL script, including the bookkeeping rows of the
+// migrations table, for `idem migrate --print` and for operators who apply
+// schemas by hand. The script is re-runnable, and a store migrated by it
+// finds nothing to do in [Store.Migrate]. An invalid Table is an error
+// naming the field, and no script.
+func MigrationsScript(cfg Config) (string, error) {
+	table := cfg.Table
 	if table == "" {
 		table = DefaultTable
 	}
 	if err := validateTable(table); err != nil {
-		return "-- " + err.Error() + "\n"
+		return "", err
 	}
 	if migrationsErr != nil {
-		return "-- " + migrationsErr.Error() + "\n"
+		return "", migrationsErr
 	}
 	var b strings.Builder
 	b.WriteString(migrationsTableSQL(table) + ";\n")
@@ -122,7 +125,20 @@ func MigrationsSQL(table string) string {
 		fmt.Fprintf(&b, "INSERT INTO `%s%s` (version, name) VALUES (%d, '%s') ON DUPLICATE KEY UPDATE version = version;\n",
 			table, migrationsSuffix, m.version, m.name)
 	}
-	return b.String()
+	return b.String(), nil
+}
+
+// MigrationsSQL is [MigrationsScript] for table (empty means
+// [DefaultTable]), kept with its signature for callers written before
+// MigrationsScript. It has no error to return: if table is not a valid
+// name, the script is a single SQL comment that says why, with no
+// statements. Prefer MigrationsScript, which returns that as an error.
+func MigrationsSQL(table string) string {
+	script, err := MigrationsScript(Config{Table: table})
+	if err != nil {
+		return "-- " + err.Error() + "\n"
+	}
+	return script
 }
 
 // migrateLockWait bounds how long Migrate waits for another process that

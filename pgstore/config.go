@@ -24,7 +24,7 @@ type Config struct {
 	// Migrate applies pending migrations (see [Store.Migrate]) when the
 	// store is constructed. Defaults to false: production deployments
 	// usually run `idem migrate` (or their own tool, fed by
-	// [MigrationsSQL]) before the service starts.
+	// [MigrationsScript]) before the service starts.
 	Migrate bool
 
 	// DisableNotify turns off LISTEN/NOTIFY wake-ups: write statements no

@@ -7,7 +7,7 @@
 // on (scope, key) decides every claim. The schema is a set of numbered
 // migrations embedded in the binary: [Store.Migrate] applies the pending ones
 // (safe when several processes start together), Config.Migrate applies them
-// at construction, and [MigrationsSQL] prints them for teams that run their
+// at construction, and [MigrationsScript] prints them for teams that run their
 // own migration tool (`idem migrate --print`).
 //
 // # Cost per request

@@ -84,16 +84,32 @@ func (n names) migrationsTableSQL() string {
 )`
 }
 
-// MigrationsSQL returns every migration for the default table in schema
-// (empty means "public") as one script, including the bookkeeping rows, for
+// MigrationsScript returns every migration for the records table of cfg
+// (cfg.Schema and cfg.Table, defaulted and validated as [New] does; other
+// fields are ignored) as one script, including the bookkeeping rows, for
 // teams that apply schema changes with their own tool (`idem migrate
 // --print`). A store later opened with Migrate set sees them as applied.
+// An invalid Schema or Table is an error naming the field, and no script.
+func MigrationsScript(cfg Config) (string, error) {
+	cfg, err := Config{Schema: cfg.Schema, Table: cfg.Table}.withDefaults()
+	if err != nil {
+		return "", err
+	}
+	return migrationsScript(cfg), nil
+}
+
+// MigrationsSQL is [MigrationsScript] for the default table in schema
+// (empty means "public"). It is kept, with its signature, for callers
+// written before MigrationsScript; it has no error to return, so for an
+// invalid schema the script it returns is a single SQL comment that names
+// the problem and holds no statements. Prefer MigrationsScript, which
+// returns that problem as an error.
 func MigrationsSQL(schema string) string {
-	cfg, err := Config{Schema: schema}.withDefaults()
+	script, err := MigrationsScript(Config{Schema: schema})
 	if err != nil {
 		return "-- " + err.Error() + "\n"
 	}
-	return migrationsScript(cfg)
+	return script
 }
 
 func migrationsScript(cfg Config) string {

@@ -89,3 +89,39 @@ func checkPrimaryKey(t *testing.T, schema, table string) {
 		t.Fatalf("primary key of %s.%s = %q (%v), want scope,key", schema, table, cols, err)
 	}
 }
+
+// TestMigrationsScript: an invalid name is an error, not a script; a valid
+// table and schema are applied by the printed script as Migrate would.
+func TestMigrationsScript(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("s", 70)
+	if script, err := pgstore.MigrationsScript(pgstore.Config{Schema: long}); err == nil || script != "" ||
+		!strings.Contains(err.Error(), "Config.Schema") {
+		t.Fatalf("MigrationsScript(70-byte schema) = %q, %v; want an error naming Config.Schema", script, err)
+	}
+	if _, err := pgstore.MigrationsScript(pgstore.Config{Table: long}); err == nil || !strings.Contains(err.Error(), "Config.Table") {
+		t.Fatalf("MigrationsScript(70-byte table) = %v; want an error naming Config.Table", err)
+	}
+	// MigrationsSQL keeps its signature: the problem as one SQL comment.
+	if bad := pgstore.MigrationsSQL(long); !strings.HasPrefix(bad, "-- ") || strings.Count(bad, "\n") != 1 {
+		t.Fatalf("MigrationsSQL(invalid) = %q, want one SQL comment", bad)
+	}
+
+	pool := testPool(t)
+	cfg := pgstore.Config{Schema: freshSchema(t, pool), Table: "orders_idem"}
+	script, err := pgstore.MigrationsScript(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, script); err != nil {
+		t.Fatalf("apply printed script: %v\n%s", err, script)
+	}
+	cfg.Migrate = true
+	s, err := pgstore.New(ctx, pool, cfg)
+	if err != nil {
+		t.Fatalf("Migrate after the printed script: %v", err)
+	}
+	s.Close()
+	checkPrimaryKey(t, cfg.Schema, cfg.Table)
+}

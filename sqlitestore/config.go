@@ -37,7 +37,7 @@ type Config struct {
 
 	// Migrate applies the embedded migrations during Open. Without it the
 	// schema must already be in place (see [Store.Migrate] and
-	// [MigrationsSQL]). Defaults to false.
+	// [MigrationsScript]). Defaults to false.
 	Migrate bool
 
 	// Batch turns on group commit: claims and outcomes from concurrent

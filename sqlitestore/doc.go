@@ -44,7 +44,7 @@
 //
 // The schema is a set of numbered migrations embedded in the binary, applied
 // by [Store.Migrate] (or [Config].Migrate) and printable with
-// [MigrationsSQL]. Table idem_records has PRIMARY KEY (scope, key): that
+// [MigrationsScript]. Table idem_records has PRIMARY KEY (scope, key): that
 // constraint, not a prior read, decides which claim wins.
 //
 // # Transactions

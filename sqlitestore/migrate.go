@@ -47,21 +47,47 @@ func loadMigrations(fsys fs.FS) ([]migration, error) {
 	return ms, nil
 }
 
-// MigrationsSQL returns every embedded migration in order, each headed by
-// its file name, for teams that apply schemas with their own tool (printed
-// by `idem migrate --print`). Applying them by hand does not fill
-// idem_migrations; run [Store.Migrate] afterwards or record the versions.
-func MigrationsSQL() string {
+// MigrationsScript returns every embedded migration in order, each headed
+// by its file name, as one transaction for teams that apply schemas with
+// their own tool (printed by `idem migrate --print`; `sqlite3 idem.db <
+// script` applies it). Like [Store.Migrate], the script creates
+// idem_migrations and records each version in it, so a store opened
+// afterwards with Migrate set, or `idem migrate`, finds nothing to do. The
+// error reports malformed embedded migrations, a build defect.
+func MigrationsScript() (string, error) {
 	ms, err := loadMigrations(migrationFS)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString("-- idem SQLite schema (sqlitestore)\nBEGIN IMMEDIATE;\n\n")
+	b.WriteString(migrationsTableSQL + ";\n\n")
+	for _, m := range ms {
+		fmt.Fprintf(&b, "-- %s.sql\n%s\n", m.name, strings.TrimSpace(m.sql))
+		// applied_at in unix microseconds, as Migrate writes it.
+		fmt.Fprintf(&b, "INSERT INTO idem_migrations (version, name, applied_at) VALUES (%d, '%s', CAST(strftime('%%s', 'now') AS INTEGER) * 1000000);\n\n",
+			m.version, strings.ReplaceAll(m.name, "'", "''"))
+	}
+	b.WriteString("COMMIT;\n")
+	return b.String(), nil
+}
+
+// MigrationsSQL is [MigrationsScript] without the error, kept with its
+// signature for callers written before MigrationsScript. Its error can only
+// come from malformed embedded migrations; MigrationsSQL then returns a
+// script that is a single SQL comment naming the problem, with no
+// statements. Prefer MigrationsScript.
+func MigrationsSQL() string {
+	script, err := MigrationsScript()
 	if err != nil {
 		return "-- " + err.Error() + "\n"
 	}
-	var b strings.Builder
-	for _, m := range ms {
-		fmt.Fprintf(&b, "-- %s.sql\n%s\n", m.name, strings.TrimSpace(m.sql))
-	}
-	return b.String()
+	return script
 }
+
+// migrationsTableSQL creates the table that records applied versions.
+const migrationsTableSQL = `CREATE TABLE IF NOT EXISTS idem_migrations (
+    version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`
 
 // Migrate applies the embedded migrations that the database has not seen,
 // in one IMMEDIATE transaction, so processes migrating the same file at once
@@ -79,8 +105,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("sqlitestore: migrate: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS idem_migrations (
-		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+	if _, err := tx.ExecContext(ctx, migrationsTableSQL); err != nil {
 		return fmt.Errorf("sqlitestore: migrate: %w", err)
 	}
 	for _, m := range ms {

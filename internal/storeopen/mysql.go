@@ -15,9 +15,17 @@ import (
 // The table parameter names the records table (default idem_records); other
 // parameters go to go-sql-driver/mysql.
 
+// checkMySQL validates the DSN's shape and its table parameter (as
+// mysqlstore validates it), without contacting the server.
 func checkMySQL(d DSN) error {
-	_, _, err := mysqlDriverDSN(d)
-	return err
+	_, table, err := mysqlDriverDSN(d)
+	if err != nil {
+		return err
+	}
+	if _, err := mysqlstore.MigrationsScript(mysqlstore.Config{Table: table}); err != nil {
+		return fmt.Errorf("table: %w", err)
+	}
+	return nil
 }
 
 // mysqlDriverDSN turns the URL form into go-sql-driver's user:pass@tcp(host:port)/db?params.
@@ -37,7 +45,12 @@ func mysqlDriverDSN(d DSN) (dsn, table string, err error) {
 	if u.Port() == "" {
 		host += ":3306"
 	}
-	q := u.Query()
+	// Not u.Query(), which drops what it cannot parse: a "table=a;b" would
+	// silently become the default table.
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return "", "", fmt.Errorf("query: %w", err)
+	}
 	table = q.Get("table")
 	q.Del("table")
 	var b strings.Builder
@@ -77,8 +90,5 @@ func mysqlMigrations(d DSN) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if table == "" {
-		table = "idem_records"
-	}
-	return mysqlstore.MigrationsSQL(table), nil
+	return mysqlstore.MigrationsScript(mysqlstore.Config{Table: table})
 }

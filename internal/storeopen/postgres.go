@@ -2,6 +2,8 @@ package storeopen
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 
@@ -15,19 +17,34 @@ import (
 // for group commit (see batch.go).
 
 // parsePostgres removes idem's parameters from raw and returns the DSN for
-// pgx and the store configuration.
+// pgx and the store configuration. A query that does not parse is an
+// error: dropping it would silently lose schema= (and print or migrate
+// "public" instead).
 func parsePostgres(raw string) (dsn string, cfg pgstore.Config, err error) {
-	dsn, cfg.Schema = splitParam(raw, "schema")
-	q := url.Values{}
-	for _, k := range batchKeys {
-		var v string
-		if dsn, v = splitParam(dsn, k); v != "" {
-			q.Set(k, v)
-		}
+	dsn, q, err := splitParams(raw, append([]string{"schema"}, batchKeys...))
+	if err != nil {
+		return "", cfg, err
 	}
+	cfg.Schema = q.Get("schema")
 	b, err := parseBatch(q)
 	cfg.Batch = pgstore.Batch{Window: b.window, MaxSize: b.size}
 	return dsn, cfg, err
+}
+
+// checkPostgres validates the DSN's shape and idem's parameters, schema
+// included (as pgstore validates it), without contacting the server.
+func checkPostgres(d DSN) error {
+	if d.Target == "" {
+		return errors.New("empty; write postgres://user@host:5432/db")
+	}
+	_, cfg, err := parsePostgres(d.Raw)
+	if err != nil {
+		return err
+	}
+	if _, err := pgstore.MigrationsScript(pgstore.Config{Schema: cfg.Schema}); err != nil {
+		return fmt.Errorf("schema: %w", err)
+	}
+	return nil
 }
 
 func openPostgres(ctx context.Context, d DSN, opt Options) (idem.Store, error) {
@@ -40,29 +57,36 @@ func openPostgres(ctx context.Context, d DSN, opt Options) (idem.Store, error) {
 }
 
 func postgresMigrations(d DSN) (string, error) {
-	_, schema := splitParam(d.Raw, "schema")
-	if schema == "" {
-		schema = pgstore.DefaultSchema
+	_, cfg, err := parsePostgres(d.Raw)
+	if err != nil {
+		return "", err
 	}
-	return pgstore.MigrationsSQL(schema), nil
+	return pgstore.MigrationsScript(pgstore.Config{Schema: cfg.Schema})
 }
 
-// splitParam removes query parameter name from a URL-shaped DSN and
-// returns the rest and the parameter's value.
-func splitParam(raw, name string) (rest, value string) {
+// splitParams removes the named query parameters from a URL-shaped DSN and
+// returns the rest and their values. A query that url.ParseQuery rejects
+// (a ';', a bad %-escape) is an error; it names the problem but not the
+// query, which may hold a password.
+func splitParams(raw string, names []string) (rest string, values url.Values, err error) {
+	values = url.Values{}
 	i := strings.IndexByte(raw, '?')
 	if i < 0 {
-		return raw, ""
+		return raw, values, nil
 	}
 	q, err := url.ParseQuery(raw[i+1:])
 	if err != nil {
-		return raw, ""
+		return "", nil, fmt.Errorf("query: %w", err)
 	}
-	value = q.Get(name)
-	q.Del(name)
+	for _, n := range names {
+		if v, ok := q[n]; ok {
+			values[n] = v
+			q.Del(n)
+		}
+	}
 	rest = raw[:i]
 	if len(q) > 0 {
 		rest += "?" + q.Encode()
 	}
-	return rest, value
+	return rest, values, nil
 }

@@ -60,11 +60,3 @@ func checkSQLite(d DSN) error {
 	}
 	return nil
 }
-
-func checkPostgres(d DSN) error {
-	if d.Target == "" {
-		return errors.New("empty; write postgres://user@host:5432/db")
-	}
-	_, _, err := parsePostgres(d.Raw)
-	return err
-}

@@ -62,4 +62,4 @@ func openSQLite(ctx context.Context, d DSN, opt Options) (idem.Store, error) {
 	})
 }
 
-func sqliteMigrations(DSN) (string, error) { return sqlitestore.MigrationsSQL(), nil }
+func sqliteMigrations(DSN) (string, error) { return sqlitestore.MigrationsScript() }

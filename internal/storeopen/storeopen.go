@@ -37,6 +37,10 @@ const Default = "sqlite://idem.db"
 // not built into this binary.
 var ErrNotAvailable = errors.New("storeopen: store backend not available in this build")
 
+// ErrNoSchema reports a store that keeps no SQL schema (memory, Redis):
+// there is nothing to migrate and no SQL to print.
+var ErrNoSchema = errors.New("the store keeps no SQL schema")
+
 // DSN is a parsed store DSN.
 type DSN struct {
 	// Scheme is the lower-cased scheme, without "://".
@@ -103,9 +107,16 @@ func Open(ctx context.Context, dsn string, opt Options) (idem.Store, error) {
 	return st, nil
 }
 
+// HasSchema reports whether the store d names keeps an SQL schema, that
+// is whether migrating it or printing its migrations means anything. The
+// memory and Redis stores have none.
+func (d DSN) HasSchema() bool { return schemes[d.Scheme].migrationsSQL != nil }
+
 // MigrationsSQL returns the SQL that creates the schema of the store dsn
-// names, for teams that apply migrations with their own tool. Stores without
-// a schema return an empty string.
+// names, bookkeeping of the applied migrations included, for teams that
+// apply migrations with their own tool. For a store without a schema (see
+// [DSN.HasSchema]) it returns an error wrapping [ErrNoSchema], never an
+// empty script that looks like success.
 func MigrationsSQL(dsn string) (string, error) {
 	d, err := Parse(dsn)
 	if err != nil {
@@ -113,7 +124,7 @@ func MigrationsSQL(dsn string) (string, error) {
 	}
 	sc := schemes[d.Scheme]
 	if sc.migrationsSQL == nil {
-		return "", nil
+		return "", fmt.Errorf("storeopen: %s:// store: %w", d.Scheme, ErrNoSchema)
 	}
 	return sc.migrationsSQL(d)
 }

@@ -76,14 +76,15 @@ func TestOpenMemory(t *testing.T) {
 		t.Fatalf("Get on a fresh memory store: %v, want ErrNotFound", err)
 	}
 	sql, err := MigrationsSQL("memory://")
-	if err != nil || sql != "" {
-		t.Fatalf("MigrationsSQL(memory://) = %q, %v", sql, err)
+	if !errors.Is(err, ErrNoSchema) || sql != "" {
+		t.Fatalf("MigrationsSQL(memory://) = %q, %v; want ErrNoSchema", sql, err)
 	}
 }
 
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{"sqlite://idem.db", "memory://", "postgres://u:p@h/db?sslmode=disable",
-		"sqlite://", "://", "x", "SQLITE:///a/b", "redis://h"} {
+		"sqlite://", "://", "x", "SQLITE:///a/b", "redis://h",
+		"postgres://h/db?schema=bad;name", "mysql://root@h/test?table=a;b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -104,6 +105,15 @@ func FuzzParse(f *testing.F) {
 		d2, err := Parse(d.Raw)
 		if err != nil || d2 != d {
 			t.Fatalf("reparse of %q: %+v, %v", s, d2, err)
+		}
+		// Whatever Parse accepts, --print can print: a bad parameter is a
+		// Parse error, never a script that is a comment or empty.
+		script, err := MigrationsSQL(s)
+		switch {
+		case d.HasSchema() && (err != nil || !strings.Contains(script, "CREATE TABLE")):
+			t.Fatalf("Parse accepted %q but MigrationsSQL = %q, %v", s, script, err)
+		case !d.HasSchema() && !errors.Is(err, ErrNoSchema):
+			t.Fatalf("MigrationsSQL(%q) = %v, want ErrNoSchema", s, err)
 		}
 	})
 }
