@@ -26,7 +26,8 @@ const (
 	// PubSubClassic always uses PUBLISH/SUBSCRIBE. In a Cluster every
 	// PUBLISH is broadcast to every node.
 	PubSubClassic
-	// PubSubOff publishes nothing; waiters are woken only by PollFallback.
+	// PubSubOff publishes nothing; waiters are signalled every
+	// PollFallback.
 	PubSubOff
 )
 
@@ -44,9 +45,24 @@ type Config struct {
 	// Defaults to nil: Claim returns as soon as the primary applied it.
 	Wait *WaitConfig
 
-	// PollFallback is how often every subscription is signalled even when
-	// no message arrived, covering messages lost while the subscriber
-	// connection was down (pub/sub is fire-and-forget). Defaults to 1s.
+	// PollFallback bounds how long a lost notification can go unnoticed.
+	// Pub/sub is fire-and-forget: a message published while a subscriber
+	// connection is down is lost. The store does not signal waiters on a
+	// timer for that, which would make a waiter's reads grow with its
+	// wait; it signals every subscription of a connection once it is
+	// subscribed again (after go-redis reconnects, or a Cluster moves a
+	// shard channel's slot), after marking the record as awaited. To find
+	// a connection that died without an error, every PollFallback it
+	// PINGs each subscriber connection that has been silent since the
+	// last check, and replaces one that leaves a PING unanswered for
+	// twice PollFallback (at least 5s). After a release or a resolve
+	// (which a new claim may follow) and after a re-subscription, it
+	// marks and signals once more PollFallback later. With PubSubOff
+	// there is nothing to lose and nothing to wait for: every
+	// subscription is signalled every PollFallback. Defaults to 1s.
+	//
+	// Versions before this one signalled every subscription every
+	// PollFallback even while pub/sub worked.
 	PollFallback time.Duration
 
 	// ExpiryGrace is added to a record's ExpiresAt to form the key's Redis
