@@ -41,8 +41,12 @@ type Config struct {
 	// recognised). Defaults to 2.
 	StoreRetries int
 	// PollMin and PollMax bound the capped exponential backoff waiters use
-	// when the store has no notifications (and as a fallback when it does).
-	// Default to 5ms and 500ms.
+	// when the store has no notifications. When it has (an [Notifier]),
+	// a waiter reads the store once per notification and, as a fallback
+	// for a notification the store failed to deliver, after PollMax, then
+	// after doubling intervals up to 30s (or PollMax if longer): its reads
+	// grow with the logarithm of its wait, not with the wait. A waiter
+	// also reads at the holder's lease deadline. Default to 5ms and 500ms.
 	PollMin, PollMax time.Duration
 	// Clock returns the current time. Defaults to time.Now.
 	Clock func() time.Time

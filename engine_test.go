@@ -301,6 +301,52 @@ func TestWaitersShareOneWatch(t *testing.T) {
 	t.Logf("%d waiters, %d store reads, %d claims", n, cs.gets.Load(), cs.claims.Load())
 }
 
+// notifyingCountingStore is a countingStore whose memory store's
+// notifications reach the engine.
+type notifyingCountingStore struct{ *countingStore }
+
+func (c notifyingCountingStore) Subscribe(ctx context.Context, scope, key string) (<-chan struct{}, func(), error) {
+	return c.inner.Subscribe(ctx, scope, key)
+}
+
+// TestNotifiedWaitReadsGrowLogarithmically: with a store that notifies and
+// the default PollMax, a waiter's fallback reads double their interval, so
+// a 4 s wait costs a handful of reads, not one per PollMax (500 ms).
+func TestNotifiedWaitReadsGrowLogarithmically(t *testing.T) {
+	t.Parallel()
+	cs := &countingStore{inner: memstore.New()}
+	st := notifyingCountingStore{cs}
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	held, err := cs.inner.Claim(ctx, idem.ClaimParams{Key: "slow", AttemptID: "elsewhere", Now: now, LeaseUntil: now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, st, idem.Config{InFlight: idem.InFlightWait, Wait: 30 * time.Second})
+	done := make(chan error, 1)
+	go func() {
+		r, err := e.DoBytes(ctx, idem.Request{Key: "slow"}, ok("mine"))
+		if err == nil && (!r.Replayed || string(r.Value) != "theirs") {
+			err = fmt.Errorf("got %q replayed=%v, want the replay of theirs", r.Value, r.Replayed)
+		}
+		done <- err
+	}()
+	time.Sleep(4 * time.Second)
+	if _, err := cs.inner.Finish(ctx, idem.FinishParams{Key: "slow", Fence: held.Record.Fence, AttemptID: "elsewhere",
+		State: idem.StateSucceeded, Result: []byte("theirs"), CompletedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// First read, fallbacks at 0.5, 1.5 and 3.5 s, the notified read: 5.
+	// Polling every PollMax would be 9 or more.
+	if g := cs.gets.Load(); g > 6 {
+		t.Fatalf("%d store reads over a 4 s wait on a notifying store: the fallback does not back off", g)
+	}
+	t.Logf("%d store reads over a 4 s wait", cs.gets.Load())
+}
+
 // TestDuplicateOfLocallyHeldKeyNeedsNoClaim: while this engine runs a key's
 // effect, a duplicate with the same fingerprint is in flight without a store
 // claim — rejected at once or parked on the shared watch, then replayed —

@@ -269,6 +269,10 @@ func (g *flightGroup) closeAll() {
 // watch reads the record on each wake-up — a local poke, a store
 // notification, the lease deadline, or capped backoff — and settles the
 // flight once the record is not a live in_progress record.
+// maxNotifyFallback caps the interval of a watch's fallback polling when
+// the store sends notifications (see [Config].PollMax).
+const maxNotifyFallback = 30 * time.Second
+
 func (g *flightGroup) watch(ctx context.Context, scope, key string, f *flight) {
 	e := g.e
 	var notify <-chan struct{}
@@ -295,6 +299,10 @@ func (g *flightGroup) watch(ctx context.Context, scope, key string, f *flight) {
 		}
 	}
 	backoff := e.cfg.PollMin
+	// With notifications, polling only covers a notification the store
+	// failed to deliver: it starts at PollMax and doubles after every
+	// wake-up, so a waiter's reads grow with the logarithm of its wait.
+	fallback, fallbackMax := e.cfg.PollMax, max(e.cfg.PollMax, maxNotifyFallback)
 	for {
 		rec, err := e.get(ctx, scope, key)
 		if ctx.Err() != nil {
@@ -313,7 +321,8 @@ func (g *flightGroup) watch(ctx context.Context, scope, key string, f *flight) {
 		default:
 			next = backoff
 			if notify != nil {
-				next = e.cfg.PollMax // notifications wake us; polling is the fallback
+				next = fallback // notifications wake us; polling is the fallback
+				fallback = min(fallback*2, fallbackMax)
 			}
 			if d := rec.LeaseUntil.Sub(e.now()) + time.Millisecond; d > 0 && d < next {
 				next = d

@@ -195,8 +195,8 @@
 // notification, however long it waits: 2 reads for 20 waiters over a 6 s
 // wait in the conformance suite's cross-instance test (7 when the store
 // also signalled every second), as on PostgreSQL. The engine adds its own
-// reads: every [idem.Config].PollMax (500 ms by default) and at the
-// holder's lease deadline, which is also how a waiter learns that a
+// fallback reads, after [idem.Config].PollMax (500 ms by default) and then
+// doubling intervals up to 30 s, and one at the holder's lease deadline, which is also how a waiter learns that a
 // crashed holder will never publish. With PubSubOff, every subscription
 // is signalled every PollFallback.
 //
