@@ -85,7 +85,8 @@
 // RETURNING, data-modifying CTEs, row comparisons and = ANY(array), which
 // both systems document as supported; statements that fail with a
 // serialization error outside a caller's transaction are retried by Claim.
-// Set Config.DisableNotify there (neither implements LISTEN/NOTIFY). The
+// Set Config.DisableNotify there (neither implements LISTEN/NOTIFY; in the
+// idem CLI, add notify=false to the postgres:// DSN). The
 // migrations use pg_advisory_xact_lock, pg_namespace, a partial index and
 // COLLATE "C", which may need adapting. None of this has been tested against
 // either system: only PostgreSQL 15 is tested here.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,7 +14,9 @@ import (
 // Redis: idem's store gets prefix=<scratch>, the raw side keys under
 // <scratch>_raw:; every key matching <scratch>* is deleted at the end.
 func openRedisTarget(ctx context.Context, d storeopen.DSN, name string) (*target, error) {
-	client, err := redisClient(d)
+	// storeopen's parser, as for idem's store: the same nodes, pool and
+	// timeouts on both sides.
+	client, err := storeopen.RedisClient(d)
 	if err != nil {
 		return nil, err
 	}
@@ -33,28 +33,6 @@ func openRedisTarget(ctx context.Context, d storeopen.DSN, name string) (*target
 	cleanup := func(ctx context.Context) error { return deleteMatching(ctx, client, name+"*") }
 	return &target{idemDSN: withQuery(d.Raw, "prefix", name), raw: raw, cleanup: cleanup,
 		durability: dur, durabilityNote: note}, nil
-}
-
-// redisClient opens a client with go-redis's defaults, as storeopen does.
-func redisClient(d storeopen.DSN) (redis.UniversalClient, error) {
-	raw, _, _ := strings.Cut(d.Raw, "?")
-	if d.Scheme != "redis+cluster" {
-		o, err := redis.ParseURL(raw)
-		if err != nil {
-			return nil, err
-		}
-		return redis.NewClient(o), nil
-	}
-	u, err := url.Parse("redis://" + strings.TrimPrefix(raw, d.Scheme+"://"))
-	if err != nil {
-		return nil, errors.New("not a redis+cluster://host:port,host:port URL")
-	}
-	o := &redis.ClusterOptions{Addrs: strings.Split(u.Host, ",")}
-	if u.User != nil {
-		o.Username = u.User.Username()
-		o.Password, _ = u.User.Password()
-	}
-	return redis.NewClusterClient(o), nil
 }
 
 func deleteMatching(ctx context.Context, c redis.UniversalClient, pattern string) error {

@@ -5,12 +5,14 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemkit/idem/internal/storeopen"
 	"github.com/idemkit/idem/internal/testenv"
 )
 
@@ -27,7 +29,7 @@ func TestRunServices(t *testing.T) {
 		left func(t *testing.T) int
 	}{
 		"mysql": {
-			dsn: func(t testing.TB) string { testenv.MySQL.Need(t); return "mysql://root@127.0.0.1:3306/test" },
+			dsn: mysqlTestURL,
 			left: func(t *testing.T) int {
 				db, err := sql.Open("mysql", testenv.MySQL.URL())
 				if err != nil {
@@ -69,6 +71,34 @@ func TestRunServices(t *testing.T) {
 				return len(keys)
 			},
 		},
+		// A path names database 0, the only one a Cluster has.
+		"redis+cluster": {
+			dsn: func(t testing.TB) string { return "redis+cluster://" + testenv.RedisCluster.Need(t) + "/0" },
+			left: func(t *testing.T) int {
+				d, err := storeopen.Parse("redis+cluster://" + testenv.RedisCluster.URL())
+				if err != nil {
+					t.Fatal(err)
+				}
+				c, err := storeopen.RedisClient(d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				var mu sync.Mutex
+				n := 0
+				err = c.(*redis.ClusterClient).ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+					keys, _, err := m.Scan(ctx, 0, scratchPrefix+"*", 100000).Result()
+					mu.Lock()
+					n += len(keys)
+					mu.Unlock()
+					return err
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			},
+		},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -89,6 +119,38 @@ func TestRunServices(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRedisRawClient: the raw baseline's client is configured from the DSN
+// as idem's store's client is: every node of a Cluster DSN with a path,
+// and go-redis's parameters.
+func TestRedisRawClient(t *testing.T) {
+	nodes := testenv.RedisCluster.Need(t)
+	d, err := storeopen.Parse("redis+cluster://" + nodes + "/0?pool_size=3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := openRedisTarget(context.Background(), d, scratchName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := tg.raw.(*redisRaw).c
+	t.Cleanup(func() { _ = tg.cleanup(context.Background()) })
+	o := c.(*redis.ClusterClient).Options()
+	if strings.Join(o.Addrs, ",") != nodes || o.PoolSize != 3 {
+		t.Fatalf("raw client: nodes %v, pool size %d; want %s, 3", o.Addrs, o.PoolSize, nodes)
+	}
+}
+
+// mysqlTestURL returns the test server (IDEM_TEST_MYSQL, a go-sql-driver
+// DSN) as the mysql:// DSN the bench takes.
+func mysqlTestURL(t testing.TB) string {
+	t.Helper()
+	dsn, err := storeopen.MySQLURL(testenv.MySQL.Need(t))
+	if err != nil {
+		t.Fatalf("%s: %v", testenv.MySQL.Env, err)
+	}
+	return dsn
 }
 
 // likePrefix is scratchPrefix as a LIKE pattern matching what it starts.

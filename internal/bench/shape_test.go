@@ -67,8 +67,7 @@ func TestRawTableHasTheStoresShape(t *testing.T) {
 		}
 	})
 	t.Run("mysql", func(t *testing.T) {
-		testenv.MySQL.Need(t)
-		tg := openShapeTarget(t, "mysql://root@127.0.0.1:3306/test")
+		tg := openShapeTarget(t, mysqlTestURL(t))
 		db, err := sql.Open("mysql", testenv.MySQL.URL())
 		if err != nil {
 			t.Fatal(err)

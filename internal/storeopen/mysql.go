@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/mysqlstore"
 )
@@ -66,6 +68,38 @@ func mysqlDriverDSN(d DSN) (dsn, table string, err error) {
 		b.WriteString("?" + q.Encode())
 	}
 	return b.String(), table, nil
+}
+
+// MySQLURL turns a go-sql-driver DSN (user:pass@tcp(host:port)/db?params,
+// as mysqlstore and the tests' IDEM_TEST_MYSQL take it) into the mysql://
+// form that [Open] takes: the inverse of what Open does with a mysql://
+// DSN. The driver's parameters are kept; the network must be tcp.
+func MySQLURL(driverDSN string) (string, error) {
+	cfg, err := mysql.ParseDSN(driverDSN)
+	if err != nil {
+		return "", fmt.Errorf("storeopen: driver DSN: %w", err)
+	}
+	if cfg.Net != "tcp" {
+		return "", fmt.Errorf("storeopen: driver DSN: network %q; a mysql:// DSN names a TCP host", cfg.Net)
+	}
+	if cfg.DBName == "" {
+		return "", errors.New("storeopen: driver DSN names no database")
+	}
+	u := url.URL{Scheme: "mysql", Host: cfg.Addr, Path: "/" + cfg.DBName}
+	switch {
+	case cfg.Passwd != "":
+		u.User = url.UserPassword(cfg.User, cfg.Passwd)
+	case cfg.User != "":
+		u.User = url.User(cfg.User)
+	}
+	// The parameters as the driver writes them, without the parts a '?'
+	// in a password or database name could be confused with.
+	params := cfg.Clone()
+	params.User, params.Passwd, params.DBName = "", "", ""
+	if _, q, ok := strings.Cut(params.FormatDSN(), "?"); ok {
+		u.RawQuery = q
+	}
+	return u.String(), nil
 }
 
 // redactErr drops a url.Error's URL, which may carry a password.

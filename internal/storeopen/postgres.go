@@ -13,19 +13,28 @@ import (
 
 // PostgreSQL DSN: postgres://user@host:5432/db?… as pgx accepts it, plus
 // optional parameters that idem reads and removes before pgx sees them:
-// schema (default public) for the records table, and batch / batch_size
-// for group commit (see batch.go).
+// schema (default public) for the records table, batch / batch_size for
+// group commit (see batch.go), and notify=false to turn off LISTEN/NOTIFY
+// wake-ups (waiters poll instead): CockroachDB and YugabyteDB do not
+// implement LISTEN/NOTIFY.
 
 // parsePostgres removes idem's parameters from raw and returns the DSN for
 // pgx and the store configuration. A query that does not parse is an
 // error: dropping it would silently lose schema= (and print or migrate
 // "public" instead).
 func parsePostgres(raw string) (dsn string, cfg pgstore.Config, err error) {
-	dsn, q, err := splitParams(raw, append([]string{"schema"}, batchKeys...))
+	dsn, q, err := splitParams(raw, append([]string{"schema", "notify"}, batchKeys...))
 	if err != nil {
 		return "", cfg, err
 	}
 	cfg.Schema = q.Get("schema")
+	if v, ok := q["notify"]; ok {
+		on, err := parseBool(v[0])
+		if err != nil {
+			return "", cfg, fmt.Errorf("notify=%q: %w", v[0], err)
+		}
+		cfg.DisableNotify = !on
+	}
 	b, err := parseBatch(q)
 	cfg.Batch = pgstore.Batch{Window: b.window, MaxSize: b.size}
 	return dsn, cfg, err
@@ -62,6 +71,18 @@ func postgresMigrations(d DSN) (string, error) {
 		return "", err
 	}
 	return pgstore.MigrationsScript(pgstore.Config{Schema: cfg.Schema})
+}
+
+// parseBool reads a boolean DSN parameter: true, false, 1, 0, t, f, yes,
+// no, on or off, in any case.
+func parseBool(v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "true", "1", "t", "yes", "on":
+		return true, nil
+	case "false", "0", "f", "no", "off":
+		return false, nil
+	}
+	return false, errors.New("not a boolean; write true or false")
 }
 
 // splitParams removes the named query parameters from a URL-shaped DSN and

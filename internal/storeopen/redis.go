@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -15,12 +19,29 @@ import (
 
 // Redis DSNs:
 //
-//	redis://[user:pass@]host:port[/db][?prefix=idem]      standalone
-//	rediss://…                                           the same over TLS
-//	redis+cluster://[user:pass@]host:port,host:port[?prefix=idem]
+//	redis://[user:pass@]host:port[/db][?param=value…]       standalone
+//	rediss://…                                            the same over TLS
+//	redis+cluster://[user:pass@]host:port,host:port[/0][?param=value…]
 //
-// The prefix query parameter names the key prefix (default "idem"); the rest
-// of the query goes to go-redis.
+// A Cluster has only database 0: its path is empty, "/" or "/0".
+//
+// idem reads and removes its own parameters; the rest of the query goes to
+// go-redis (pool_size, read_timeout, …):
+//
+//	prefix=idem            the key prefix (default idem)
+//	wait_replicas=N        after a claim, WAIT until N replicas acknowledged it
+//	wait_aof_local=1       after a claim, WAITAOF until the primary fsynced it
+//	                       to its AOF (Redis 7.2+, appendonly yes)
+//	wait_aof_replicas=N    after a claim, WAITAOF until N replicas fsynced it
+//	                       (Redis 7.2+)
+//	wait_timeout=1s        how long each WAIT/WAITAOF may take (default 1s);
+//	                       a claim not confirmed in time is an error and its
+//	                       effect does not run
+//
+// See redisstore.WaitConfig.
+
+// redisKeys are the query parameters idem reads from a Redis DSN.
+var redisKeys = []string{"prefix", "wait_replicas", "wait_aof_local", "wait_aof_replicas", "wait_timeout"}
 
 func checkRedis(d DSN) error {
 	if d.Target == "" {
@@ -31,69 +52,164 @@ func checkRedis(d DSN) error {
 }
 
 // redisOpts is a parsed Redis DSN: go-redis's options for one node or for
-// a Cluster (exactly one is set) and idem's key prefix.
+// a Cluster (exactly one is set) and the store's configuration (prefix and
+// wait).
 type redisOpts struct {
 	node    *redis.Options
 	cluster *redis.ClusterOptions
-	prefix  string
+	cfg     redisstore.Config
 }
 
-// redisOptions splits off idem's own prefix parameter and parses the rest
-// with go-redis, keeping every option it read (pool_size, timeouts, …).
+// client returns a client for the options; it does not connect.
+func (o redisOpts) client() redis.UniversalClient {
+	if o.cluster != nil {
+		return redis.NewClusterClient(o.cluster)
+	}
+	return redis.NewClient(o.node)
+}
+
+// redisOptions splits off idem's own parameters and parses the rest with
+// go-redis, keeping every option it read (pool_size, timeouts, …).
 func redisOptions(d DSN) (redisOpts, error) {
-	raw := d.Raw
-	prefix := ""
-	if i := strings.IndexByte(raw, '?'); i >= 0 {
-		q, err := url.ParseQuery(raw[i+1:])
-		if err != nil {
-			return redisOpts{}, fmt.Errorf("query: %v", err)
-		}
-		prefix = q.Get("prefix")
-		q.Del("prefix")
-		raw = raw[:i]
-		if len(q) > 0 {
-			raw += "?" + q.Encode()
-		}
+	raw, q, err := splitParams(d.Raw, redisKeys)
+	if err != nil {
+		return redisOpts{}, err
+	}
+	cfg := redisstore.Config{Prefix: q.Get("prefix")}
+	if cfg.Wait, err = parseWait(q); err != nil {
+		return redisOpts{}, err
 	}
 	if d.Scheme == "redis+cluster" {
-		u := "redis://" + strings.TrimPrefix(raw, d.Scheme+"://")
-		// go-redis reads extra cluster nodes from addr= parameters.
-		hostsEnd := strings.IndexAny(u[len("redis://"):], "/?")
-		hosts := u[len("redis://"):]
-		rest := ""
-		if hostsEnd >= 0 {
-			hosts, rest = hosts[:hostsEnd], hosts[hostsEnd:]
-		}
-		userinfo := ""
-		if at := strings.LastIndexByte(hosts, '@'); at >= 0 {
-			userinfo, hosts = hosts[:at+1], hosts[at+1:]
-		}
-		list := strings.Split(hosts, ",")
-		for _, h := range list {
-			if h == "" {
-				return redisOpts{}, errors.New("empty host in the cluster node list")
-			}
-		}
-		u = "redis://" + userinfo + list[0] + strings.TrimPrefix(rest, "/")
-		sep := "?"
-		if strings.Contains(u, "?") {
-			sep = "&"
-		}
-		for _, h := range list[1:] {
-			u += sep + "addr=" + url.QueryEscape(h)
-			sep = "&"
-		}
-		co, err := redis.ParseClusterURL(u)
+		// raw still starts with the scheme as written (any case).
+		co, err := parseCluster(raw[len(d.Scheme)+len("://"):])
 		if err != nil {
 			return redisOpts{}, err
 		}
-		return redisOpts{cluster: co, prefix: prefix}, nil
+		return redisOpts{cluster: co, cfg: cfg}, nil
 	}
 	o, err := redis.ParseURL(raw)
 	if err != nil {
 		return redisOpts{}, err
 	}
-	return redisOpts{node: o, prefix: prefix}, nil
+	return redisOpts{node: o, cfg: cfg}, nil
+}
+
+// parseCluster parses what follows "redis+cluster://":
+// [user:pass@]host:port,host:port[/0][?go-redis parameters].
+func parseCluster(rest string) (*redis.ClusterOptions, error) {
+	authority, query, _ := strings.Cut(rest, "?")
+	path := ""
+	if i := strings.IndexByte(authority, '/'); i >= 0 {
+		authority, path = authority[:i], authority[i:]
+	}
+	if path != "" && path != "/" && path != "/0" {
+		return nil, errors.New("a Redis Cluster has only database 0: write no path, / or /0")
+	}
+	userinfo := ""
+	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
+		userinfo, authority = authority[:at+1], authority[at+1:]
+	}
+	nodes := strings.Split(authority, ",")
+	for i, h := range nodes {
+		n, err := clusterNode(h)
+		if err != nil {
+			return nil, err
+		}
+		nodes[i] = n
+	}
+	// go-redis parses the credentials and the parameters from a URL naming
+	// the first node; the node list is ours.
+	u := "redis://" + userinfo + nodes[0]
+	if query != "" {
+		u += "?" + query
+	}
+	co, err := redis.ParseClusterURL(u)
+	if err != nil {
+		return nil, err
+	}
+	// Addrs[1:] are any addr= parameters go-redis read.
+	co.Addrs = append(nodes, co.Addrs[1:]...)
+	return co, nil
+}
+
+// clusterNode checks one host:port of a Cluster's node list and returns it
+// as go-redis dials it; a missing port is go-redis's default, 6379.
+func clusterNode(h string) (string, error) {
+	if h == "" {
+		return "", errors.New("empty host in the cluster node list")
+	}
+	host, port, err := net.SplitHostPort(h)
+	if err != nil {
+		host, port, err = net.SplitHostPort(h + ":6379")
+	}
+	if err != nil || host == "" || strings.TrimLeft(host, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-._:%") != "" {
+		return "", fmt.Errorf("cluster node %q is not host:port", h)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("cluster node %q: port %q is not a number from 1 to 65535", h, port)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// parseWait reads the wait_* parameters: nil when none asks for an
+// acknowledgement.
+func parseWait(q url.Values) (*redisstore.WaitConfig, error) {
+	// count reads a non-negative integer parameter of at most max.
+	count := func(name string, max int) (int, error) {
+		v := q.Get(name)
+		if v == "" {
+			return 0, nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > max {
+			if max == 1 {
+				return 0, fmt.Errorf("%s=%q is not 0 or 1", name, v)
+			}
+			return 0, fmt.Errorf("%s=%q is not a non-negative integer", name, v)
+		}
+		return n, nil
+	}
+	var w redisstore.WaitConfig
+	var err error
+	if w.Replicas, err = count("wait_replicas", math.MaxInt32); err != nil {
+		return nil, err
+	}
+	if w.AOFLocal, err = count("wait_aof_local", 1); err != nil {
+		return nil, err
+	}
+	if w.AOFReplicas, err = count("wait_aof_replicas", math.MaxInt32); err != nil {
+		return nil, err
+	}
+	if v := q.Get("wait_timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("wait_timeout=%q is not a positive duration such as 500ms", v)
+		}
+		w.Timeout = d
+	}
+	if w.Replicas == 0 && w.AOFLocal == 0 && w.AOFReplicas == 0 {
+		if w.Timeout != 0 {
+			return nil, errors.New("wait_timeout without wait_replicas, wait_aof_local or wait_aof_replicas: nothing to wait for")
+		}
+		return nil, nil
+	}
+	return &w, nil
+}
+
+// RedisClient returns a go-redis client for a redis://, rediss:// or
+// redis+cluster:// DSN, configured as [Open] configures the store's client
+// (idem's own parameters removed). It does not connect.
+func RedisClient(d DSN) (redis.UniversalClient, error) {
+	switch d.Scheme {
+	case "redis", "rediss", "redis+cluster":
+	default:
+		return nil, fmt.Errorf("storeopen: %s:// is not a Redis DSN", d.Scheme)
+	}
+	opt, err := redisOptions(d)
+	if err != nil {
+		return nil, fmt.Errorf("storeopen: %s DSN: %w", d.Scheme, err)
+	}
+	return opt.client(), nil
 }
 
 func openRedis(ctx context.Context, d DSN, _ Options) (idem.Store, error) {
@@ -101,17 +217,12 @@ func openRedis(ctx context.Context, d DSN, _ Options) (idem.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	var client redis.UniversalClient
-	if opt.cluster != nil {
-		client = redis.NewClusterClient(opt.cluster)
-	} else {
-		client = redis.NewClient(opt.node)
-	}
+	client := opt.client()
 	if err := client.Ping(ctx).Err(); err != nil {
 		client.Close()
 		return nil, err
 	}
-	st, err := redisstore.New(client, redisstore.Config{Prefix: opt.prefix})
+	st, err := redisstore.New(client, opt.cfg)
 	if err != nil {
 		client.Close()
 		return nil, err

@@ -8,14 +8,22 @@
 //	sqlite://PATH         embedded SQLite file (relative or absolute path)
 //	postgres://…          PostgreSQL URL, passed to pgx as written
 //	postgresql://…        the same
+//	mysql://…             MySQL or MariaDB (mysql.go)
+//	redis://…, rediss://… Redis; redis+cluster://host:port,… a Redis Cluster (redis.go)
 //	memory://             in-process memory store (lost on exit)
 //
 // The SQL stores take group commit from the query: batch=2ms sets the batch
 // window (absent or 0: off), batch_size=128 the most writes per batch.
 // sqlite:// also takes sync=full (the default) or sync=normal (faster, less
 // durable: a power cut may lose the last acknowledged claims); postgres://
-// takes schema=NAME. idem removes its own parameters before pgx sees the
-// URL.
+// takes schema=NAME and notify=false (no LISTEN/NOTIFY, for CockroachDB and
+// YugabyteDB). idem removes its own parameters before pgx sees the URL.
+//
+// redis://, rediss:// and redis+cluster://host:port,host:port take
+// prefix=NAME and, to confirm each claim's durability before its effect
+// runs, wait_replicas=N, wait_aof_local=1, wait_aof_replicas=N and
+// wait_timeout=DURATION (see redis.go); the rest of the query goes to
+// go-redis. mysql:// takes table=NAME; the rest goes to the driver.
 package storeopen
 
 import (
