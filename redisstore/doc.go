@@ -148,7 +148,9 @@
 //     the acknowledgements do not arrive in time, so the effect does not
 //     run on a claim that is not yet durable. WAIT alone is not a
 //     guarantee: Redis replication stays asynchronous, and a failover may
-//     still promote a replica that did not acknowledge.
+//     still promote a replica that did not acknowledge. From the idem
+//     CLI, the DSN parameters wait_replicas, wait_aof_local,
+//     wait_aof_replicas and wait_timeout set it.
 //
 // TestClusterMasterKilled (failover_test.go) SIGKILLs a Cluster master in
 // the middle of a race of claims, restarts it and retries every key: with
