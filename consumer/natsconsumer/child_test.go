@@ -16,12 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/consumer"
 	"github.com/idemkit/idem/consumer/natsconsumer"
+	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/sqlitestore"
 )
 
@@ -47,37 +49,18 @@ func say(format string, args ...any) { fmt.Fprintf(os.Stdout, format+"\n", args.
 
 func block() { select {} }
 
-// child consumes IDEM_CHILD_STREAM/billing with a SQLite store until killed.
+// child consumes IDEM_CHILD_STREAM/billing until killed, with a SQLite
+// store, or in mode "pgtx" with a PostgreSQL store.
 func child() error {
 	ctx := context.Background()
 	get := os.Getenv
-	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: get("IDEM_CHILD_DB"), Migrate: true})
-	if err != nil {
-		return err
-	}
-	crash, crashKey := get("IDEM_CHILD_CRASH"), get("IDEM_CHILD_CRASH_KEY")
-	lease, _ := time.ParseDuration(get("IDEM_CHILD_LEASE"))
-	obs := idem.ObserverFunc(func(_ context.Context, ev idem.Event) {
-		if crash == crashAfterRecord && ev.Kind == idem.EventOutcome && ev.Outcome == idem.OutcomeFirst && ev.Key == crashKey {
-			say("RECORDED %s", ev.Key)
-			block()
-		}
-	})
-	eng, err := idem.New(st, idem.Config{Lease: lease, Observer: obs})
-	if err != nil {
-		return err
-	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cfg := consumer.Config{Engine: eng, RetryDelay: 100 * time.Millisecond, Recover: recoverFromFile(get("IDEM_CHILD_EFFECTS")), Logger: logger}
 	var p *consumer.Processor
-	if get("IDEM_CHILD_MODE") == "tx" {
-		if _, err := st.DB().ExecContext(ctx, ledgerDDL); err != nil {
-			return err
-		}
-		b := consumer.SQL(st.DB(), func(tx *sql.Tx) idem.Store { return st.WithTx(tx) })
-		p, err = consumer.NewTx(cfg, b, ledgerHandler)
+	var err error
+	if get("IDEM_CHILD_MODE") == "pgtx" {
+		p, err = pgTxProcessor(ctx, logger)
 	} else {
-		p, err = consumer.New(cfg, fileHandler(get("IDEM_CHILD_EFFECTS"), crash, crashKey))
+		p, err = sqliteProcessor(ctx, logger)
 	}
 	if err != nil {
 		return err
@@ -100,6 +83,70 @@ func child() error {
 	}
 	say("READY")
 	return c.Run(ctx, cons)
+}
+
+// sqliteProcessor runs the file handler (mode "plain") or the ledger
+// handler in one SQLite transaction (mode "tx").
+func sqliteProcessor(ctx context.Context, logger *slog.Logger) (*consumer.Processor, error) {
+	get := os.Getenv
+	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: get("IDEM_CHILD_DB"), Migrate: true})
+	if err != nil {
+		return nil, err
+	}
+	crash, crashKey := get("IDEM_CHILD_CRASH"), get("IDEM_CHILD_CRASH_KEY")
+	lease, _ := time.ParseDuration(get("IDEM_CHILD_LEASE"))
+	obs := idem.ObserverFunc(func(_ context.Context, ev idem.Event) {
+		if crash == crashAfterRecord && ev.Kind == idem.EventOutcome && ev.Outcome == idem.OutcomeFirst && ev.Key == crashKey {
+			say("RECORDED %s", ev.Key)
+			block()
+		}
+	})
+	eng, err := idem.New(st, idem.Config{Lease: lease, Observer: obs})
+	if err != nil {
+		return nil, err
+	}
+	cfg := consumer.Config{Engine: eng, RetryDelay: 100 * time.Millisecond, Recover: recoverFromFile(get("IDEM_CHILD_EFFECTS")), Logger: logger}
+	if get("IDEM_CHILD_MODE") == "tx" {
+		if _, err := st.DB().ExecContext(ctx, ledgerDDL); err != nil {
+			return nil, err
+		}
+		b := consumer.SQL(st.DB(), func(tx *sql.Tx) idem.Store { return st.WithTx(tx) })
+		return consumer.NewTx(cfg, b, ledgerHandler)
+	}
+	return consumer.New(cfg, fileHandler(get("IDEM_CHILD_EFFECTS"), crash, crashKey))
+}
+
+// pgTxProcessor runs the ledger handler in one pgx transaction on
+// IDEM_CHILD_PG, with the records and the ledger in IDEM_CHILD_PG_SCHEMA
+// (both created by the parent).
+func pgTxProcessor(ctx context.Context, logger *slog.Logger) (*consumer.Processor, error) {
+	get := os.Getenv
+	schema := get("IDEM_CHILD_PG_SCHEMA")
+	st, err := pgstore.Open(ctx, get("IDEM_CHILD_PG"), pgstore.Config{Schema: schema})
+	if err != nil {
+		return nil, err
+	}
+	lease, _ := time.ParseDuration(get("IDEM_CHILD_LEASE"))
+	eng, err := idem.New(st, idem.Config{Lease: lease})
+	if err != nil {
+		return nil, err
+	}
+	ledger := pgx.Identifier{schema, "ledger"}.Sanitize()
+	return consumer.NewTx(consumer.Config{Engine: eng, RetryDelay: 100 * time.Millisecond, Logger: logger},
+		consumer.TxFuncs[pgx.Tx]{
+			BeginFunc:    st.Pool().Begin,
+			StoreFunc:    st.WithTx,
+			CommitFunc:   func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) },
+			RollbackFunc: func(ctx context.Context, tx pgx.Tx) error { return tx.Rollback(ctx) },
+		},
+		func(ctx context.Context, tx pgx.Tx, m *consumer.Message) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO `+ledger+` (msg_key, amount) VALUES ($1, $2)`, m.ID, len(m.Body)); err != nil {
+				return err
+			}
+			say("INTX %s", m.ID)
+			time.Sleep(20 * time.Millisecond)
+			return nil
+		})
 }
 
 const ledgerDDL = `CREATE TABLE IF NOT EXISTS ledger (

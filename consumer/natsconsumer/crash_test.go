@@ -13,10 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/internal/testenv"
+	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/sqlitestore"
 )
 
@@ -30,9 +33,10 @@ type proc struct {
 
 type crashRig struct {
 	*env
-	dir     string
-	db      string
-	effects string
+	dir      string
+	db       string
+	effects  string
+	childEnv []string // more environment for the children
 }
 
 func newCrashRig(t *testing.T, ackWait time.Duration) *crashRig {
@@ -57,6 +61,7 @@ func (r *crashRig) start(t *testing.T, mode, crash, crashKey string) *proc {
 		"IDEM_CHILD_CRASH_KEY="+crashKey,
 		"IDEM_CHILD_LEASE=1s",
 	)
+	cmd.Env = append(cmd.Env, r.childEnv...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -216,17 +221,37 @@ func TestKillConsumerAtEachPhase(t *testing.T) {
 func TestKillMidTransactionLeavesBothOrNeither(t *testing.T) {
 	t.Parallel()
 	r := newCrashRig(t, time.Second)
+	r.killMidTx(t, "tx", r.txState)
+}
+
+// The same on PostgreSQL: claim, effect and record share one pgx
+// transaction, in a scratch schema. A killed child's server backend rolls
+// its transaction back when the connection drops; each check waits for the
+// child's backends to be gone and reads ledger and records in one snapshot.
+func TestKillMidTransactionLeavesBothOrNeitherPostgres(t *testing.T) {
+	t.Parallel()
+	r := newCrashRig(t, time.Second)
+	r.killMidTx(t, "pgtx", r.usePostgres(t))
+}
+
+// killMidTx publishes 40 messages, then 12 times starts a child in mode,
+// lets it commit a few messages and kills it while the handler holds its
+// transaction open; after every kill, state must show each message with
+// both its ledger row and a succeeded record, or neither. A last child then
+// settles everything: one ledger row and one succeeded record per message.
+func (r *crashRig) killMidTx(t *testing.T, mode string, state func(*testing.T, []string) (map[string]int, map[string]idem.State)) {
+	t.Helper()
 	keys := r.publishN(t, 40)
 	midTx := 0
 	for i := 0; i < 12; i++ {
-		p := r.start(t, "tx", "", "")
+		p := r.start(t, mode, "", "")
 		p.await(t, "READY")
 		var last string
 		for k := 1 + rand.IntN(3); k > 0; k-- {
 			last = strings.TrimPrefix(p.await(t, "INTX "), "INTX ")
 		}
 		p.kill()
-		ledger, recs := r.txState(t, keys)
+		ledger, recs := state(t, keys)
 		for _, k := range keys {
 			if ledger[k] > 1 || (ledger[k] == 1) != (recs[k] == idem.StateSucceeded) || (ledger[k] == 0 && recs[k] != "") {
 				t.Fatalf("iteration %d, %s: %d ledger rows, record %q: effect and record diverged", i, k, ledger[k], recs[k])
@@ -239,14 +264,84 @@ func TestKillMidTransactionLeavesBothOrNeither(t *testing.T) {
 	if midTx == 0 {
 		t.Fatal("no kill landed inside a transaction; the test proves nothing")
 	}
-	r.finish(t, "tx")
-	ledger, recs := r.txState(t, keys)
+	r.finish(t, mode)
+	ledger, recs := state(t, keys)
 	for _, k := range keys {
 		if ledger[k] != 1 || recs[k] != idem.StateSucceeded {
 			t.Errorf("%s: %d ledger rows, record %q; want 1, succeeded", k, ledger[k], recs[k])
 		}
 	}
 	t.Logf("%d of 12 kills landed inside a transaction", midTx)
+}
+
+// usePostgres points the rig's children at a scratch PostgreSQL schema
+// holding the records table and the ledger (dropped when t ends), and
+// returns the function that reads their state.
+func (r *crashRig) usePostgres(t *testing.T) func(*testing.T, []string) (map[string]int, map[string]idem.State) {
+	t.Helper()
+	dsn, schema := pgtest.Schema(t)
+	ctx := context.Background()
+	st, err := pgstore.Open(ctx, dsn, pgstore.Config{Schema: schema, Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ledger := pgx.Identifier{schema, "ledger"}.Sanitize()
+	if _, err := st.Pool().Exec(ctx, `CREATE TABLE `+ledger+` (
+		id bigserial PRIMARY KEY,
+		msg_key text NOT NULL, -- deliberately not unique: idem, not the ledger, must prevent doubles
+		amount integer NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	// The children's connections carry an application_name of their own, so
+	// that the parent can wait for a killed child's backends to end.
+	app := "idemt-child-" + schema
+	childDSN := dsn + " application_name=" + app
+	if strings.Contains(dsn, "://") {
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		childDSN = dsn + sep + "application_name=" + app
+	}
+	r.childEnv = append(r.childEnv, "IDEM_CHILD_PG="+childDSN, "IDEM_CHILD_PG_SCHEMA="+schema)
+	records := pgx.Identifier{schema, pgstore.DefaultTable}.Sanitize()
+	return func(t *testing.T, keys []string) (map[string]int, map[string]idem.State) {
+		t.Helper()
+		eventually(t, "the killed child's backends gone", func() bool {
+			var n int
+			err := st.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n)
+			return err == nil && n == 0
+		})
+		// One statement, one snapshot: ledger rows and records are read
+		// at the same instant.
+		rows, err := st.Pool().Query(ctx, `SELECT k.key, coalesce(l.n, 0), coalesce(r.state, '')
+			FROM unnest($1::text[]) AS k(key)
+			LEFT JOIN (SELECT msg_key, count(*) AS n FROM `+ledger+` GROUP BY msg_key) l ON l.msg_key = k.key
+			LEFT JOIN `+records+` r ON r.scope = $2 AND r.key = k.key`, keys, r.name+"/billing")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		ledger, recs := map[string]int{}, map[string]idem.State{}
+		for rows.Next() {
+			var k, state string
+			var n int
+			if err := rows.Scan(&k, &n, &state); err != nil {
+				t.Fatal(err)
+			}
+			if n > 0 {
+				ledger[k] = n
+			}
+			if state != "" {
+				recs[k] = idem.State(state)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return ledger, recs
+	}
 }
 
 // txState reads ledger rows per key and record states from the database.
