@@ -63,7 +63,7 @@ func (m *Middleware) errorProblem(err error, in *input) *Problem {
 		p.RetryAfter = retry
 		return p
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		p := problem("about:blank", http.StatusServiceUnavailable, "request cancelled", "the request was not run")
+		p := problem(TypeRequestCancelled, http.StatusServiceUnavailable, "request cancelled", "the request was not run")
 		p.RetryAfter = retry
 		return p
 	}

@@ -212,7 +212,8 @@ func (m *Middleware) prepare(r *http.Request, in *input) *Problem {
 		b, err := readBody(r.Body, r.ContentLength, m.cfg.MaxBody)
 		_ = r.Body.Close()
 		if err != nil {
-			return problem("about:blank", http.StatusBadRequest, "request body unreadable", "")
+			return problem(TypeBodyUnreadable, http.StatusBadRequest, "request body unreadable",
+				"the request body could not be read; nothing was claimed and it may be retried with the same key")
 		}
 		if int64(len(b)) > m.cfg.MaxBody {
 			return m.tooLarge()

@@ -54,6 +54,15 @@ const (
 	// TypeRecordUnreadable: a record exists but its response cannot be
 	// decoded (500).
 	TypeRecordUnreadable = ProblemBase + "record-unreadable"
+	// TypeBodyUnreadable: reading the request body failed (the client
+	// went away or sent a malformed chunked body); nothing was claimed
+	// (400).
+	TypeBodyUnreadable = ProblemBase + "body-unreadable"
+	// TypeRequestCancelled: the request's context ended (the client went
+	// away, or a deadline passed) before it was run or replayed, e.g.
+	// while it waited for a duplicate in flight; it was not run (503, with
+	// Retry-After).
+	TypeRequestCancelled = ProblemBase + "request-cancelled"
 )
 
 // ProblemContentType is the media type of problem documents (RFC 9457).

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -88,15 +89,23 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 // or "1d12h".
 func parseDuration(s string) (time.Duration, error) {
 	if i := strings.IndexByte(s, 'd'); i > 0 {
-		days, err := strconv.ParseInt(s[:i], 10, 32)
-		if err != nil || days < 0 {
+		days, err := strconv.ParseInt(s[:i], 10, 64)
+		switch {
+		case days < 0 || err != nil && !errors.Is(err, strconv.ErrRange):
 			return 0, fmt.Errorf("invalid duration %q", s)
+		case err != nil || days > int64(maxDuration/day):
+			// Refused before multiplying: an overflow would wrap
+			// silently (213504d would be about 25m).
+			return 0, tooLong(s)
 		}
-		d := time.Duration(days) * 24 * time.Hour
+		d := time.Duration(days) * day
 		if rest := s[i+1:]; rest != "" {
 			r, err := time.ParseDuration(rest)
 			if err != nil || r < 0 {
 				return 0, fmt.Errorf("invalid duration %q", s)
+			}
+			if r > maxDuration-d {
+				return 0, tooLong(s)
 			}
 			d += r
 		}
@@ -110,6 +119,15 @@ func parseDuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("negative duration %q", s)
 	}
 	return d, nil
+}
+
+const (
+	day         = 24 * time.Hour
+	maxDuration = time.Duration(math.MaxInt64)
+)
+
+func tooLong(s string) error {
+	return fmt.Errorf("duration %q is too long: at most %dd (about 292 years)", s, maxDuration/day)
 }
 
 // durationFlag is a flag.Value accepting parseDuration's syntax.
@@ -173,4 +191,22 @@ func parseStatusList(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// isToken reports whether s is an HTTP token (RFC 9110, section 5.6.2):
+// the syntax of a method and of a header field name.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }

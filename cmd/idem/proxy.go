@@ -24,18 +24,22 @@ import (
 // proxy started for a try is not exposed to the network.
 const DefaultListen = "127.0.0.1:8787"
 
+// DefaultUpstreamTimeout is how long the proxy waits, by default, for the
+// upstream's response headers once it has sent a request.
+const DefaultUpstreamTimeout = 60 * time.Second
+
 type proxyOpts struct {
 	listen, upstream, store, admin, scopeHeader, inFlight string
 	methods, releaseStatus                                string
 	requireKey, migrate                                   bool
-	wait, lease, ttl, shutdown                            *time.Duration
+	wait, lease, ttl, shutdown, upstreamTimeout           *time.Duration
 	cover                                                 coverFlag
 	maxBody, maxResponse                                  int64
 }
 
 func cmdProxy(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("proxy",
-		"idem proxy --upstream URL [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--scope-header NAME] [--in-flight reject|wait] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--release-status LIST]",
+		"idem proxy --upstream URL [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--scope-header NAME] [--in-flight reject|wait] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--upstream-timeout DUR] [--migrate=false] [--shutdown-timeout DUR]",
 		"Reverse proxy that makes an HTTP API's mutating requests idempotent with the\n"+
 			"Idempotency-Key header. GET, HEAD and OPTIONS pass through untouched.\n"+
 			"Responses are recorded and replayed with Idempotent-Replayed: true; see docs/http.md.",
@@ -54,10 +58,11 @@ func cmdProxy(ctx context.Context, e *env, args []string) int {
 	f.Var(o.cover, "cover", "a window the TTL must cover, NAME=DUR (repeatable); the proxy refuses to start if --ttl is shorter")
 	f.Int64Var(&o.maxBody, "max-body", idemhttp.DefaultMaxBody, "largest request body in bytes (413 above)")
 	f.Int64Var(&o.maxResponse, "max-response", idemhttp.DefaultMaxResponse, "largest response body recorded in bytes (larger ones replay as response-too-large)")
-	f.StringVar(&o.releaseStatus, "release-status", "429,503", "upstream statuses that mean \"not applied\": the key is released, not recorded")
-	f.StringVar(&o.methods, "methods", "POST,PATCH", "methods made idempotent (GET, HEAD and OPTIONS always pass through)")
+	f.StringVar(&o.releaseStatus, "release-status", "429,503", "upstream statuses (4xx or 5xx) that mean \"not applied\": the key is released, not recorded")
+	f.StringVar(&o.methods, "methods", "POST,PATCH", "methods made idempotent, comma-separated (GET, HEAD and OPTIONS always pass through)")
 	f.BoolVar(&o.migrate, "migrate", true, "apply the store's schema migrations at start-up")
 	o.shutdown = f.duration("shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight requests")
+	o.upstreamTimeout = f.duration("upstream-timeout", DefaultUpstreamTimeout, "how long to wait for the upstream's response headers once the request is sent (0: no limit); past it the outcome is unknown (504, then 409 on retries)")
 	pos, code, ok := f.parse(args)
 	if !ok {
 		return code
@@ -85,6 +90,9 @@ type plan struct {
 	methods  []string
 	release  []int
 	inFlight idem.InFlightPolicy
+	// upstreamTimeout bounds the wait for the upstream's response headers
+	// once the request is sent; 0 is no limit.
+	upstreamTimeout time.Duration
 }
 
 func (o *proxyOpts) plan() (*plan, error) {
@@ -105,6 +113,9 @@ func (o *proxyOpts) plan() (*plan, error) {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:
 			return nil, fmt.Errorf("--methods: %s always passes through untouched", m)
 		}
+		if !isToken(m) {
+			return nil, fmt.Errorf("--methods: %q is not an HTTP method", m)
+		}
 		p.methods = append(p.methods, m)
 	}
 	if len(p.methods) == 0 {
@@ -112,6 +123,14 @@ func (o *proxyOpts) plan() (*plan, error) {
 	}
 	if p.release, err = parseStatusList(o.releaseStatus); err != nil {
 		return nil, fmt.Errorf("--release-status: %w", err)
+	}
+	for _, s := range p.release {
+		if s < 400 {
+			return nil, fmt.Errorf("--release-status: %d means the upstream applied the request; releasing its key would let a retry apply it again (only 4xx and 5xx statuses can mean \"not applied\")", s)
+		}
+	}
+	if o.scopeHeader != "" && !isToken(o.scopeHeader) {
+		return nil, fmt.Errorf("--scope-header: %q is not a header field name", o.scopeHeader)
 	}
 	switch o.inFlight {
 	case "reject":
@@ -130,6 +149,7 @@ func (o *proxyOpts) plan() (*plan, error) {
 	if *o.lease <= 0 || *o.ttl <= 0 {
 		return nil, errors.New("--lease and --ttl must be positive")
 	}
+	p.upstreamTimeout = *o.upstreamTimeout
 	return &p, nil
 }
 

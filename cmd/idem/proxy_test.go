@@ -33,8 +33,8 @@ func forEachProxyStore(t *testing.T, f func(t *testing.T, dsn string)) {
 func TestProxyReplayAndPassThrough(t *testing.T) {
 	forEachProxyStore(t, func(t *testing.T, dsn string) {
 		up := newTestUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-			if r.Header.Get("Idempotency-Key") != "" {
-				t.Error("the key was forwarded upstream")
+			if r.Method == "POST" && r.Header.Get("Idempotency-Key") != "" {
+				t.Error("a protected request's key was forwarded upstream")
 			}
 			switch r.URL.Path {
 			case "/boom":
@@ -138,6 +138,83 @@ func TestProxyResetAfterSendIsUnknown(t *testing.T) {
 			t.Fatalf("upstream saw %d requests, want 1", n)
 		}
 	})
+}
+
+// TestProxyUpstreamTimeoutIsUnknown: an upstream that takes the request and
+// never answers gets --upstream-timeout; then the outcome is unknown: 504,
+// and 409 on retries, which never reach the upstream.
+func TestProxyUpstreamTimeoutIsUnknown(t *testing.T) {
+	forEachProxyStore(t, func(t *testing.T, dsn string) {
+		hung := make(chan struct{})
+		up := newTestUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			select { // applied, and no answer comes
+			case <-hung:
+			case <-r.Context().Done():
+			}
+		})
+		t.Cleanup(func() { close(hung) })
+		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--upstream-timeout", "300ms")
+		type answer struct {
+			r   resp
+			err error
+		}
+		first := make(chan answer, 1)
+		go func() {
+			r, err := trySend("POST", p.url("/x"), `"k"`, `{}`)
+			first <- answer{r, err}
+		}()
+		select {
+		case a := <-first:
+			if a.err != nil {
+				t.Fatal(a.err)
+			}
+			wantCode(t, a.r, 504, "upstream-timeout")
+		case <-time.After(15 * time.Second):
+			t.Fatal("no answer 15s after sending to a hung upstream with --upstream-timeout 300ms")
+		}
+		r := send(t, "POST", p.url("/x"), `"k"`, `{}`)
+		wantCode(t, r, 409, "outcome-unknown")
+		if r.header.Get("Retry-After") == "" {
+			t.Fatal("409 without Retry-After")
+		}
+		if n := up.count("/x"); n != 1 {
+			t.Fatalf("upstream saw %d requests, want 1", n)
+		}
+	})
+}
+
+// TestProxyForwardsHeadersOfUnprotectedRequests: only the requests the proxy
+// protects lose Idempotency-Key and X-Idempotency-Key; the others reach the
+// upstream untouched.
+func TestProxyForwardsHeadersOfUnprotectedRequests(t *testing.T) {
+	t.Parallel()
+	type seen struct{ key, xkey string }
+	got := make(chan seen, 16)
+	up := newTestUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		got <- seen{r.Header.Get("Idempotency-Key"), r.Header.Get("X-Idempotency-Key")}
+	})
+	p := startProxy(t, "--upstream", up.URL, "--store", "memory://")
+	for _, c := range []struct {
+		name, method, key, xkey string
+		want                    seen
+	}{
+		{"protected POST", "POST", `"k1"`, "x1", seen{}},
+		{"GET", "GET", `"k2"`, "x2", seen{`"k2"`, "x2"}},
+		{"HEAD", "HEAD", `"k3"`, "", seen{`"k3"`, ""}},
+		{"OPTIONS", "OPTIONS", `"k4"`, "", seen{`"k4"`, ""}},
+		{"PUT, outside --methods", "PUT", `"k5"`, "x5", seen{`"k5"`, "x5"}},
+		{"keyless POST", "POST", "", "x6", seen{"", "x6"}},
+	} {
+		hdr := []string{}
+		if c.xkey != "" {
+			hdr = append(hdr, "X-Idempotency-Key", c.xkey)
+		}
+		send(t, c.method, p.url("/h"), c.key, "", hdr...)
+		if s := <-got; s != c.want {
+			t.Errorf("%s: upstream saw Idempotency-Key %q, X-Idempotency-Key %q; want %q, %q",
+				c.name, s.key, s.xkey, c.want.key, c.want.xkey)
+		}
+	}
 }
 
 func TestProxyStorm(t *testing.T) {

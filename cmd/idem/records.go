@@ -22,7 +22,7 @@ import (
 
 func cmdMigrate(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("migrate", "idem migrate [--store DSN] [--print]",
-		"Create or upgrade the store's schema. With --print, write the SQL to stdout\ninstead, for teams that run their own migration tool.",
+		"Create or upgrade the store's schema. With --print, write the SQL to stdout\ninstead, for teams that run their own migration tool; the script records the\nmigrations it applies, so a later `idem migrate` finds nothing to do.\nmemory:// and Redis stores keep no SQL schema: migrate says so on stderr and\nexits 0, and --print, having nothing to print, exits 2.",
 		"idem migrate --store postgres://idem@db:5432/app --print > idem.sql")
 	dsn := f.String("store", storeopen.Default, "store DSN: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, memory://")
 	print := f.Bool("print", false, "print the schema SQL instead of applying it")
@@ -33,8 +33,20 @@ func cmdMigrate(ctx context.Context, e *env, args []string) int {
 	if len(pos) > 0 {
 		return f.usageError("unexpected argument %q", pos[0])
 	}
-	if _, err := storeopen.Parse(*dsn); err != nil {
+	d, err := storeopen.Parse(*dsn)
+	if err != nil {
 		return f.usageError("--store: %v", err)
+	}
+	if !d.HasSchema() {
+		// Nothing to migrate is not a failure: deployment scripts run
+		// migrate whatever the store. But an empty stdout and exit 0 from
+		// --print would pass for an empty script.
+		if *print {
+			fmt.Fprintf(e.stderr, "%s: a %s:// store keeps no SQL schema: nothing to print\n", f.Name(), d.Scheme)
+			return exitUsage
+		}
+		fmt.Fprintf(e.stderr, "%s: a %s:// store keeps no SQL schema: nothing to migrate\n", f.Name(), d.Scheme)
+		return exitOK
 	}
 	if *print {
 		sql, err := storeopen.MigrationsSQL(*dsn)
@@ -176,7 +188,7 @@ func exitFailureIf(err error) int {
 
 func cmdResolve(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("resolve",
-		"idem resolve [--store DSN] [--scope S] KEY --as succeeded|failed|released --reason TEXT [--status N] [--body FILE] [--content-type T] [--force]",
+		"idem resolve [--store DSN] [--scope S] KEY --as succeeded|failed|released --reason TEXT [--status N] [--body FILE] [--content-type T] [--actor NAME] [--force] [--ttl DUR]",
 		"Decide an unknown record: succeeded or failed (the response retries replay,\n"+
 			"from --status and --body) or released (nothing happened: the next retry runs).\n"+
 			"A record that is not unknown is refused unless --force. Every resolution is\n"+
@@ -189,7 +201,7 @@ func cmdResolve(ctx context.Context, e *env, args []string) int {
 	actor := f.String("actor", currentUser(), "who resolves it (logged)")
 	status := f.Int("status", 0, "HTTP status replayed for succeeded/failed (default 200 or 500)")
 	bodyFile := f.String("body", "", "file holding the response body replayed for succeeded/failed")
-	ctype := f.String("content-type", "", "Content-Type of --body (default: detected)")
+	ctype := f.String("content-type", "", "Content-Type of --body (default: application/json for valid JSON, otherwise detected from the bytes)")
 	force := f.Bool("force", false, "change a record that is not unknown")
 	ttl := f.duration("ttl", 24*time.Hour, "how long a succeeded/failed resolution replays")
 	pos, code, ok := f.parse(args)
@@ -242,6 +254,9 @@ func cmdResolve(ctx context.Context, e *env, args []string) int {
 		if errors.Is(err, idem.ErrNotFound) {
 			return f.fail(fmt.Errorf("no record for key %q in scope %q", key, *scope))
 		}
+		if errors.Is(err, idem.ErrFenced) && !*force {
+			return f.fail(notUnknown(ctx, st, *scope, key, err))
+		}
 		return f.fail(err)
 	}
 	if rec == nil {
@@ -272,13 +287,37 @@ func recordedBody(as string, status int, bodyFile, ctype string) ([]byte, error)
 		}
 		rr.Body, rr.Size = b, int64(len(b))
 		if ctype == "" && len(b) > 0 {
-			ctype = http.DetectContentType(b)
+			ctype = detectContentType(b)
 		}
 	}
 	if ctype != "" {
 		rr.Header = http.Header{"Content-Type": {ctype}}
 	}
 	return rr.Encode()
+}
+
+// detectContentType is application/json for a JSON text, which
+// http.DetectContentType would call text/plain, and its sniffing otherwise.
+func detectContentType(b []byte) string {
+	if json.Valid(b) {
+		return "application/json"
+	}
+	return http.DetectContentType(b)
+}
+
+// notUnknown explains, in the command's own terms, why Resolve refused a
+// record without --force: it names the record's state and the flag.
+func notUnknown(ctx context.Context, st idem.Store, scope string, key idem.Key, err error) error {
+	rec, gerr := st.Get(ctx, scope, string(key))
+	switch {
+	case errors.Is(gerr, idem.ErrNotFound):
+		return fmt.Errorf("no record for key %q in scope %q (it was released meanwhile)", key, scope)
+	case gerr != nil:
+		return err
+	case rec.State == idem.StateInProgress:
+		return fmt.Errorf("record %q is in_progress, not unknown: its request is still running and may finish; --force changes it anyway", key)
+	}
+	return fmt.Errorf("record %q is %s, not unknown; --force changes a decided record", key, rec.State)
 }
 
 func currentUser() string {
@@ -319,11 +358,7 @@ func byEffectiveState(recs []idem.Record, state string, now time.Time) []idem.Re
 	out := recs[:0]
 	for i := range recs {
 		r := &recs[i]
-		eff := r.State
-		if r.LeaseExpired(now) {
-			eff = idem.StateUnknown
-		}
-		if string(eff) == state {
+		if string(effectiveState(r, now)) == state {
 			out = append(out, *r)
 		}
 	}
@@ -356,25 +391,29 @@ func markExpiredUnknown(ctx context.Context, st idem.Store, scope string, key id
 // Output.
 
 type recordJSON struct {
-	Scope       string          `json:"scope"`
-	Key         string          `json:"key"`
-	State       string          `json:"state"`
-	Stored      string          `json:"stored_state"`
-	Fence       int64           `json:"fence"`
-	AttemptID   string          `json:"attempt_id"`
-	Fingerprint string          `json:"fingerprint"`
-	Mark        string          `json:"mark,omitempty"`
-	CreatedAt   time.Time       `json:"created_at"`
-	LeaseUntil  *time.Time      `json:"lease_until,omitempty"`
-	CompletedAt *time.Time      `json:"completed_at,omitempty"`
-	ExpiresAt   *time.Time      `json:"expires_at,omitempty"`
-	Intent      json.RawMessage `json:"intent,omitempty"`
-	HTTPStatus  int             `json:"http_status,omitempty"`
-	Result      []byte          `json:"result,omitempty"`
+	Scope  string `json:"scope"`
+	Key    string `json:"key"`
+	State  string `json:"state"`
+	Stored string `json:"stored_state"`
+	// LeaseExpired is set for an in_progress record whose lease has
+	// passed: State is then unknown, as every reader treats it.
+	LeaseExpired bool            `json:"lease_expired"`
+	Fence        int64           `json:"fence"`
+	AttemptID    string          `json:"attempt_id"`
+	Fingerprint  string          `json:"fingerprint"`
+	Mark         string          `json:"mark,omitempty"`
+	CreatedAt    time.Time       `json:"created_at"`
+	LeaseUntil   *time.Time      `json:"lease_until,omitempty"`
+	CompletedAt  *time.Time      `json:"completed_at,omitempty"`
+	ExpiresAt    *time.Time      `json:"expires_at,omitempty"`
+	Intent       json.RawMessage `json:"intent,omitempty"`
+	HTTPStatus   int             `json:"http_status,omitempty"`
+	Result       []byte          `json:"result,omitempty"`
 }
 
 func toJSON(r *idem.Record, now time.Time) recordJSON {
-	j := recordJSON{Scope: r.Scope, Key: r.Key, State: effState(r, now), Stored: string(r.State), Fence: r.Fence,
+	j := recordJSON{Scope: r.Scope, Key: r.Key, State: string(effectiveState(r, now)), Stored: string(r.State),
+		LeaseExpired: r.LeaseExpired(now), Fence: r.Fence,
 		AttemptID: r.AttemptID, Fingerprint: r.Fingerprint.String(), Mark: string(r.Mark), CreatedAt: r.CreatedAt,
 		LeaseUntil: opt(r.LeaseUntil), CompletedAt: opt(r.CompletedAt), ExpiresAt: opt(r.ExpiresAt), Result: r.Result}
 	if json.Valid(r.Intent) {
@@ -402,8 +441,16 @@ func writeJSON(f *flags, w io.Writer, v any) int {
 	return exitOK
 }
 
-// effState is the state every reader acts on: an in_progress record whose
-// lease has passed is unknown.
+// effectiveState is the state every reader acts on: an in_progress record
+// whose lease has passed is unknown.
+func effectiveState(r *idem.Record, now time.Time) idem.State {
+	if r.LeaseExpired(now) {
+		return idem.StateUnknown
+	}
+	return r.State
+}
+
+// effState is effectiveState for people, saying when the lease expired.
 func effState(r *idem.Record, now time.Time) string {
 	if r.LeaseExpired(now) {
 		return string(idem.StateUnknown) + " (lease expired)"
@@ -461,7 +508,9 @@ func printRecord(w io.Writer, r *idem.Record, now time.Time) {
 		}
 		row("response", desc)
 	} else if len(r.Result) > 0 {
-		row("result", fmt.Sprintf("%d bytes", len(r.Result)))
+		// A record whose response cannot be decoded replays as
+		// record-unreadable; say why.
+		row("result", fmt.Sprintf("%d bytes, not a recorded response: %v", len(r.Result), err))
 	}
 	_ = tw.Flush()
 }

@@ -54,20 +54,26 @@ type sendKey struct{}
 // fails depends on whether the request was sent:
 //   - not sent (connection refused, DNS): nothing was applied, so the key
 //     is released and the client gets 502;
-//   - sent (timeout, reset, cancelled): it may have been applied, so the
-//     record becomes unknown and the client gets 504, then 409 on retries.
-//
-// The Idempotency-Key header is not forwarded: Go's HTTP transport treats a
-// request carrying it as safe to resend on a broken keep-alive connection,
-// which could deliver it to the upstream twice.
+//   - sent (no response headers within p.upstreamTimeout, reset,
+//     cancelled): it may have been applied, so the record becomes unknown
+//     and the client gets 504, then 409 on retries.
 func newUpstream(p *plan, log *slog.Logger) http.Handler {
 	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.ResponseHeaderTimeout = p.upstreamTimeout
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(p.upstream)
 			pr.SetXForwarded()
-			pr.Out.Header.Del(idemhttp.HeaderName)
-			pr.Out.Header.Del("X-Idempotency-Key")
+			if idemhttp.AttemptFrom(pr.In.Context()) != nil {
+				// A protected request's key is not forwarded: Go's HTTP
+				// transport treats a request carrying Idempotency-Key or
+				// X-Idempotency-Key as safe to resend on a broken
+				// keep-alive connection, which could deliver it to the
+				// upstream twice under one claim. Requests the proxy does
+				// not protect pass through untouched.
+				pr.Out.Header.Del(idemhttp.HeaderName)
+				pr.Out.Header.Del("X-Idempotency-Key")
+			}
 			pr.Out.GetBody = nil
 		},
 		Transport:     tracingTransport{base},

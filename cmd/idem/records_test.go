@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/sqlitestore"
+)
+
+// seedRecord records result as the succeeded outcome of key (global scope)
+// in a new SQLite file and returns its DSN.
+func seedRecord(t *testing.T, key string, result []byte) string {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "idem.db")
+	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: path, Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	eng, err := idem.New(st, idem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	if _, err := eng.DoBytes(ctx, idem.Request{Key: idem.Key(key)},
+		func(context.Context, *idem.Attempt) ([]byte, error) { return result, nil }); err != nil {
+		t.Fatal(err)
+	}
+	return "sqlite://" + path
+}
+
+func TestResolveRefusalNamesStateAndForce(t *testing.T) {
+	t.Parallel()
+	dsn := seedRecord(t, "paid-1", nil)
+	_, e, code := runCLI("resolve", "paid-1", "--store", dsn, "--as", "released", "--reason", "x")
+	if code != exitFailure {
+		t.Fatalf("code %d, want 1; stderr %q", code, e)
+	}
+	want := `idem resolve: record "paid-1" is succeeded, not unknown; --force changes a decided record`
+	if strings.TrimSpace(e) != want {
+		t.Fatalf("stderr %q\nwant   %q", e, want)
+	}
+	if _, e, code := runCLI("resolve", "paid-1", "--store", dsn, "--as", "released", "--reason", "x", "--force"); code != exitOK {
+		t.Fatalf("with --force: code %d, stderr %q", code, e)
+	}
+}
+
+func TestGetShowsWhyAResultIsUnreadable(t *testing.T) {
+	t.Parallel()
+	dsn := seedRecord(t, "odd-1", []byte("abc"))
+	o, e, code := runCLI("get", "odd-1", "--store", dsn)
+	if code != exitOK {
+		t.Fatalf("code %d, stderr %q", code, e)
+	}
+	_, decodeErr := idemhttp.DecodeResponse([]byte("abc"))
+	if decodeErr == nil || !strings.Contains(o, "3 bytes") || !strings.Contains(o, decodeErr.Error()) {
+		t.Fatalf("idem get does not say why the result is unreadable (%v):\n%s", decodeErr, o)
+	}
+}
+
+func TestRecordedBodyDetectsJSON(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for body, want := range map[string]string{
+		`{"id": 7, "paid": true}`: "application/json",
+		`[1, 2]`:                  "application/json",
+		"paid in full\n":          "text/plain; charset=utf-8",
+		"<html><body>ok</body>":   "text/html; charset=utf-8",
+	} {
+		path := filepath.Join(dir, "body")
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		b, err := recordedBody("succeeded", 0, path, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rr, err := idemhttp.DecodeResponse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rr.Header.Get("Content-Type"); got != want || rr.Status != http.StatusOK || string(rr.Body) != body {
+			t.Errorf("body %q: Content-Type %q (want %q), status %d, body %q", body, got, want, rr.Status, rr.Body)
+		}
+	}
+	// --content-type wins over detection.
+	b, _ := recordedBody("succeeded", 0, filepath.Join(dir, "body"), "application/vnd.x+json")
+	if rr, _ := idemhttp.DecodeResponse(b); rr == nil || rr.Header.Get("Content-Type") != "application/vnd.x+json" {
+		t.Fatalf("--content-type not kept: %+v", rr)
+	}
+}
+
+func TestRecordJSONStateIsAStoreState(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	rec := &idem.Record{Key: "k", State: idem.StateInProgress, Fence: 1, CreatedAt: now.Add(-time.Minute),
+		LeaseUntil: now.Add(-time.Second)}
+	var buf bytes.Buffer
+	if code := writeJSON(nil, &buf, toJSON(rec, now)); code != exitOK {
+		t.Fatal(code)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["state"] != "unknown" || got["stored_state"] != "in_progress" || got["lease_expired"] != true {
+		t.Fatalf("expired lease: state %v, stored_state %v, lease_expired %v; want unknown, in_progress, true",
+			got["state"], got["stored_state"], got["lease_expired"])
+	}
+	rec.LeaseUntil = now.Add(time.Minute)
+	j := toJSON(rec, now)
+	if j.State != "in_progress" || j.LeaseExpired {
+		t.Fatalf("live lease: state %q, lease_expired %v", j.State, j.LeaseExpired)
+	}
+	// The table keeps saying it in words.
+	if s := effState(&idem.Record{State: idem.StateInProgress, LeaseUntil: now.Add(-time.Second)}, now); s != "unknown (lease expired)" {
+		t.Fatalf("table state %q", s)
+	}
+}
