@@ -18,7 +18,7 @@ func (m *Middleware) answer(w http.ResponseWriter, r *http.Request, res idem.Res
 	case err == nil:
 		// Not reachable: without a replay the handler ran. Be explicit
 		// rather than answer nothing.
-		WriteProblem(w, problem("about:blank", http.StatusInternalServerError, "internal error", ""))
+		WriteProblem(w, problem(TypeInternal, http.StatusInternalServerError, "internal error", ""))
 	default:
 		WriteProblem(w, m.errorProblem(err, in))
 	}
@@ -68,7 +68,7 @@ func (m *Middleware) errorProblem(err error, in *input) *Problem {
 		return p
 	}
 	m.cfg.Logger.Error("idemhttp: unexpected engine error", "err", err)
-	return problem("about:blank", http.StatusInternalServerError, "internal error", "")
+	return problem(TypeInternal, http.StatusInternalServerError, "internal error", "")
 }
 
 // mismatchFields names the top-level JSON members that differ between the

@@ -269,6 +269,37 @@ func TestStoreUnavailableFailsClosed(t *testing.T) {
 	})
 }
 
+// TestInvalidScope: a Scope function that hands over a value no store can
+// keep (here a client's header, as is) gets 400 scope-invalid before
+// anything is claimed or run — not a 500 or a store error.
+func TestInvalidScope(t *testing.T) {
+	forEachStore(t, func(t *testing.T, open func(t *testing.T) idem.Store) {
+		ran := 0
+		e := newEnv(t, open, idem.Config{}, idemhttp.Config{Scope: func(r *http.Request) (string, error) {
+			return r.Header.Get("X-Tenant"), nil
+		}}, func(w http.ResponseWriter, r *http.Request) {
+			ran++
+			_, _ = w.Write([]byte("ok"))
+		})
+		for _, tenant := range []string{strings.Repeat("t", 256), "tenant\xff"} {
+			p := wantProblem(t, e.do("POST", "/x", `"k"`, `{}`, "X-Tenant", tenant), http.StatusBadRequest, idemhttp.TypeScopeInvalid)
+			if p.Detail == "" {
+				t.Fatal("scope-invalid without a reason")
+			}
+		}
+		if ran != 0 {
+			t.Fatalf("handler ran %d times for invalid scopes", ran)
+		}
+		if r := e.do("POST", "/x", `"k"`, `{}`, "X-Tenant", "tenant-42"); r.status != http.StatusOK || ran != 1 {
+			t.Fatalf("valid scope: status %d, ran %d", r.status, ran)
+		}
+		recs, err := e.store.List(context.Background(), idem.ListFilter{})
+		if err != nil || len(recs) != 1 {
+			t.Fatalf("records: %d (%v), want only the valid scope's", len(recs), err)
+		}
+	})
+}
+
 type brokenStore struct{ idem.Store }
 
 func (b *brokenStore) Claim(context.Context, idem.ClaimParams) (idem.ClaimResult, error) {

@@ -63,6 +63,15 @@ const (
 	// while it waited for a duplicate in flight; it was not run (503, with
 	// Retry-After).
 	TypeRequestCancelled = ProblemBase + "request-cancelled"
+	// TypeScopeInvalid: the scope the request maps to (Config.Scope) is
+	// not one idem can keep: longer than 255 bytes, not UTF-8, or with a
+	// control character (see idem.ValidateScope); nothing was claimed
+	// (400).
+	TypeScopeInvalid = ProblemBase + "scope-invalid"
+	// TypeInternal: the middleware failed in a way it did not expect (an
+	// unexpected engine error, or a handler panic with RecoverPanics
+	// before a response was written); it is logged (500).
+	TypeInternal = ProblemBase + "internal-error"
 )
 
 // ProblemContentType is the media type of problem documents (RFC 9457).

@@ -46,6 +46,9 @@ func checkPostgres(d DSN) error {
 	if d.Target == "" {
 		return errors.New("empty; write postgres://user@host:5432/db")
 	}
+	if _, err := url.Parse(d.Raw); err != nil {
+		return fmt.Errorf("not a URL: %v", redactErr(err))
+	}
 	_, cfg, err := parsePostgres(d.Raw)
 	if err != nil {
 		return err

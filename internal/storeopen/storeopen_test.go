@@ -31,7 +31,7 @@ func TestParse(t *testing.T) {
 		}
 	}
 	bad := []string{"", "idem.db", "://x", "sqlite://", "sqlite://:memory:", "sqlite://a.db?mode=ro",
-		"sqlite://dir/", "memory://x", "postgres://", "mongodb://h", "sqlite://a\x00b"}
+		"sqlite://dir/", "memory://x", "postgres://", "postgres://%zz", "mongodb://h", "sqlite://a\x00b"}
 	for _, in := range bad {
 		if _, err := Parse(in); err == nil {
 			t.Errorf("Parse(%q) succeeded, want error", in)
