@@ -129,15 +129,23 @@ func TestProxyResetAfterSendIsUnknown(t *testing.T) {
 		})
 		p := startProxy(t, "--upstream", up.URL, "--store", dsn)
 		wantCode(t, send(t, "POST", p.url("/x"), `"k"`, `{}`), 504, "upstream-timeout")
-		r := send(t, "POST", p.url("/x"), `"k"`, `{}`)
-		wantCode(t, r, 409, "outcome-unknown")
-		if r.header.Get("Retry-After") == "" {
-			t.Fatal("409 without Retry-After")
-		}
-		if n := up.count("/x"); n != 1 {
-			t.Fatalf("upstream saw %d requests, want 1", n)
-		}
+		wantRetryUnknown(t, p, up)
 	})
+}
+
+// wantRetryUnknown checks a retry of key "k" on /x, whose outcome the
+// upstream left unknown: 409 outcome-unknown with Retry-After, and the
+// upstream saw the first request only.
+func wantRetryUnknown(t *testing.T, p *proc, up *upstream) {
+	t.Helper()
+	r := send(t, "POST", p.url("/x"), `"k"`, `{}`)
+	wantCode(t, r, 409, "outcome-unknown")
+	if r.header.Get("Retry-After") == "" {
+		t.Fatal("409 without Retry-After")
+	}
+	if n := up.count("/x"); n != 1 {
+		t.Fatalf("upstream saw %d requests, want 1", n)
+	}
 }
 
 // TestProxyUpstreamTimeoutIsUnknown: an upstream that takes the request and
@@ -172,14 +180,7 @@ func TestProxyUpstreamTimeoutIsUnknown(t *testing.T) {
 		case <-time.After(15 * time.Second):
 			t.Fatal("no answer 15s after sending to a hung upstream with --upstream-timeout 300ms")
 		}
-		r := send(t, "POST", p.url("/x"), `"k"`, `{}`)
-		wantCode(t, r, 409, "outcome-unknown")
-		if r.header.Get("Retry-After") == "" {
-			t.Fatal("409 without Retry-After")
-		}
-		if n := up.count("/x"); n != 1 {
-			t.Fatalf("upstream saw %d requests, want 1", n)
-		}
+		wantRetryUnknown(t, p, up)
 	})
 }
 

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/sqlitestore"
 )
 
 // TestReconcileCommand runs `idem reconcile` through the CLI on a real
@@ -60,20 +59,10 @@ func TestReconcileUnusableStore(t *testing.T) {
 // new SQLite file and returns its DSN.
 func seedCharges(t *testing.T) string {
 	t.Helper()
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "idem.db")
-	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: path, Migrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	eng, _ := idem.New(st, idem.Config{})
+	var reqs []idem.Request
 	for i := 1; i <= 3; i++ {
-		if _, err := eng.DoBytes(ctx, idem.Request{Scope: "shop", Key: idem.Key(fmt.Sprintf("order-%d", i)),
-			Intent: &idem.Intent{Operation: "charge", Amount: int64(100 * i), Currency: "EUR", ForwardKey: fmt.Sprintf("charge:v1:order-%d", i)}},
-			func(context.Context, *idem.Attempt) ([]byte, error) { return []byte("ok"), nil }); err != nil {
-			t.Fatal(err)
-		}
+		reqs = append(reqs, idem.Request{Scope: "shop", Key: idem.Key(fmt.Sprintf("order-%d", i)),
+			Intent: &idem.Intent{Operation: "charge", Amount: int64(100 * i), Currency: "EUR", ForwardKey: fmt.Sprintf("charge:v1:order-%d", i)}})
 	}
-	return "sqlite://" + path
+	return seedSQLite(t, []byte("ok"), reqs...)
 }

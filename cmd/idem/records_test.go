@@ -20,6 +20,13 @@ import (
 // in a new SQLite file and returns its DSN.
 func seedRecord(t *testing.T, key string, result []byte) string {
 	t.Helper()
+	return seedSQLite(t, result, idem.Request{Key: idem.Key(key)})
+}
+
+// seedSQLite runs each request once in a new SQLite file, its effect
+// returning result, and returns the file's DSN.
+func seedSQLite(t *testing.T, result []byte, reqs ...idem.Request) string {
+	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "idem.db")
 	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: path, Migrate: true})
@@ -32,9 +39,11 @@ func seedRecord(t *testing.T, key string, result []byte) string {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	if _, err := eng.DoBytes(ctx, idem.Request{Key: idem.Key(key)},
-		func(context.Context, *idem.Attempt) ([]byte, error) { return result, nil }); err != nil {
-		t.Fatal(err)
+	for _, req := range reqs {
+		if _, err := eng.DoBytes(ctx, req,
+			func(context.Context, *idem.Attempt) ([]byte, error) { return result, nil }); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return "sqlite://" + path
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
@@ -11,8 +10,7 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql"
-
+	"github.com/idemkit/idem/internal/mysqltest"
 	"github.com/idemkit/idem/internal/storeopen"
 	"github.com/idemkit/idem/internal/testenv"
 )
@@ -28,32 +26,7 @@ func serviceStores() map[string]func(t *testing.T) string {
 		"redis+cluster": func(t *testing.T) string {
 			return "redis+cluster://" + testenv.RedisCluster.Need(t) + "?prefix=" + scratchName(t)
 		},
-		"mysql": func(t *testing.T) string {
-			driverDSN := testenv.MySQL.Need(t)
-			dsn, err := storeopen.MySQLURL(driverDSN)
-			if err != nil {
-				t.Fatalf("%s: %v", testenv.MySQL.Env, err)
-			}
-			table := scratchName(t)
-			t.Cleanup(func() {
-				db, err := sql.Open("mysql", driverDSN)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				defer db.Close()
-				for _, tb := range []string{table, table + "_migrations"} {
-					if _, err := db.Exec("DROP TABLE IF EXISTS `" + tb + "`"); err != nil {
-						t.Error(err)
-					}
-				}
-			})
-			sep := "?"
-			if strings.Contains(dsn, "?") {
-				sep = "&"
-			}
-			return dsn + sep + "table=" + table
-		},
+		"mysql": func(t *testing.T) string { return mysqltest.URL(t, storeopen.MySQLURL) },
 	}
 }
 

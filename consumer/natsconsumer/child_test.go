@@ -2,17 +2,13 @@ package natsconsumer_test
 
 // The crash tests run this test binary again as a consumer process (the
 // "child"), selected by IDEM_CRASH_CHILD=1, and kill it with SIGKILL at a
-// chosen point. The child announces each point on stdout before blocking
-// there, so the parent kills it exactly where the test wants.
+// chosen point (internal/crashtest).
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
-	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,38 +19,18 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/consumer"
 	"github.com/idemkit/idem/consumer/natsconsumer"
+	"github.com/idemkit/idem/internal/crashtest"
 	"github.com/idemkit/idem/pgstore"
-	"github.com/idemkit/idem/sqlitestore"
 )
 
-// Crash points.
-const (
-	crashAfterClaim  = "after-claim"  // claimed, effect not started
-	crashAfterEffect = "after-effect" // effect done, outcome not recorded
-	crashAfterRecord = "after-record" // outcome recorded, message not acked
-)
-
-func TestMain(m *testing.M) {
-	if os.Getenv("IDEM_CRASH_CHILD") == "1" {
-		if err := child(); err != nil {
-			fmt.Fprintln(os.Stderr, "child:", err)
-			os.Exit(2)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
-
-func say(format string, args ...any) { fmt.Fprintf(os.Stdout, format+"\n", args...) }
-
-func block() { select {} }
+func TestMain(m *testing.M) { crashtest.Main(m, child) }
 
 // child consumes IDEM_CHILD_STREAM/billing until killed, with a SQLite
 // store, or in mode "pgtx" with a PostgreSQL store.
 func child() error {
 	ctx := context.Background()
 	get := os.Getenv
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := crashtest.Logger()
 	var p *consumer.Processor
 	var err error
 	if get("IDEM_CHILD_MODE") == "pgtx" {
@@ -81,39 +57,27 @@ func child() error {
 	if err != nil {
 		return err
 	}
-	say("READY")
+	crashtest.Say("READY")
 	return c.Run(ctx, cons)
 }
 
 // sqliteProcessor runs the file handler (mode "plain") or the ledger
 // handler in one SQLite transaction (mode "tx").
 func sqliteProcessor(ctx context.Context, logger *slog.Logger) (*consumer.Processor, error) {
-	get := os.Getenv
-	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: get("IDEM_CHILD_DB"), Migrate: true})
+	c := crashtest.FromEnv()
+	st, eng, err := c.Open(ctx)
 	if err != nil {
 		return nil, err
 	}
-	crash, crashKey := get("IDEM_CHILD_CRASH"), get("IDEM_CHILD_CRASH_KEY")
-	lease, _ := time.ParseDuration(get("IDEM_CHILD_LEASE"))
-	obs := idem.ObserverFunc(func(_ context.Context, ev idem.Event) {
-		if crash == crashAfterRecord && ev.Kind == idem.EventOutcome && ev.Outcome == idem.OutcomeFirst && ev.Key == crashKey {
-			say("RECORDED %s", ev.Key)
-			block()
-		}
-	})
-	eng, err := idem.New(st, idem.Config{Lease: lease, Observer: obs})
-	if err != nil {
-		return nil, err
-	}
-	cfg := consumer.Config{Engine: eng, RetryDelay: 100 * time.Millisecond, Recover: recoverFromFile(get("IDEM_CHILD_EFFECTS")), Logger: logger}
-	if get("IDEM_CHILD_MODE") == "tx" {
+	cfg := c.Config(eng, logger)
+	if os.Getenv("IDEM_CHILD_MODE") == "tx" {
 		if _, err := st.DB().ExecContext(ctx, ledgerDDL); err != nil {
 			return nil, err
 		}
 		b := consumer.SQL(st.DB(), func(tx *sql.Tx) idem.Store { return st.WithTx(tx) })
 		return consumer.NewTx(cfg, b, ledgerHandler)
 	}
-	return consumer.New(cfg, fileHandler(get("IDEM_CHILD_EFFECTS"), crash, crashKey))
+	return consumer.New(cfg, c.Handler())
 }
 
 // pgTxProcessor runs the ledger handler in one pgx transaction on
@@ -126,8 +90,7 @@ func pgTxProcessor(ctx context.Context, logger *slog.Logger) (*consumer.Processo
 	if err != nil {
 		return nil, err
 	}
-	lease, _ := time.ParseDuration(get("IDEM_CHILD_LEASE"))
-	eng, err := idem.New(st, idem.Config{Lease: lease})
+	eng, err := idem.New(st, idem.Config{Lease: crashtest.FromEnv().Lease})
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +106,7 @@ func pgTxProcessor(ctx context.Context, logger *slog.Logger) (*consumer.Processo
 			if _, err := tx.Exec(ctx, `INSERT INTO `+ledger+` (msg_key, amount) VALUES ($1, $2)`, m.ID, len(m.Body)); err != nil {
 				return err
 			}
-			say("INTX %s", m.ID)
+			crashtest.Say("INTX %s", m.ID)
 			time.Sleep(20 * time.Millisecond)
 			return nil
 		})
@@ -160,72 +123,7 @@ func ledgerHandler(ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO ledger (msg_key, amount) VALUES (?, ?)`, m.ID, len(m.Body)); err != nil {
 		return err
 	}
-	say("INTX %s", m.ID)
+	crashtest.Say("INTX %s", m.ID)
 	time.Sleep(20 * time.Millisecond)
 	return nil
-}
-
-// fileHandler's effect is a line appended (and fsynced) to path.
-func fileHandler(path, crash, crashKey string) consumer.Handler {
-	return func(_ context.Context, m *consumer.Message) error {
-		hit := m.ID == crashKey
-		if hit && crash == crashAfterClaim {
-			say("CLAIMED %s", m.ID)
-			block()
-		}
-		if err := appendLine(path, m.ID); err != nil {
-			return idem.Release(err) // the line was not written
-		}
-		if hit && crash == crashAfterEffect {
-			say("EFFECT %s", m.ID)
-			block()
-		}
-		return nil
-	}
-}
-
-func appendLine(path, line string) error {
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if _, err := f.WriteString(line + "\n"); err != nil {
-		return err
-	}
-	return f.Sync()
-}
-
-// recoverFromFile resolves an unknown record by looking for its effect: a
-// line in the effects file means it happened; none means it did not.
-func recoverFromFile(path string) consumer.RecoverFunc {
-	return func(_ context.Context, m *consumer.Message, _ idem.Record) (idem.Resolution, bool, error) {
-		n, err := countLines(path, m.ID)
-		if err != nil {
-			return idem.Resolution{}, false, err
-		}
-		if n > 0 {
-			return idem.Resolution{As: idem.StateSucceeded, Reason: "effect found in the effects file"}, true, nil
-		}
-		return idem.Resolution{Release: true, Reason: "no effect in the effects file"}, true, nil
-	}
-}
-
-func countLines(path, want string) (int, error) {
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	n := 0
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if strings.TrimSpace(s.Text()) == want {
-			n++
-		}
-	}
-	return n, s.Err()
 }

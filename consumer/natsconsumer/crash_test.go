@@ -1,41 +1,27 @@
 package natsconsumer_test
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/crashtest"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/internal/testenv"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/sqlitestore"
 )
 
-// proc is a running child consumer.
-type proc struct {
-	cmd    *exec.Cmd
-	lines  chan string
-	js     jetstream.JetStream
-	stream string
-}
-
+// crashRig is a fresh stream with its consumer "billing" and the files of
+// the children that consume it.
 type crashRig struct {
 	*env
-	dir      string
-	db       string
-	effects  string
+	crashtest.Files
 	childEnv []string // more environment for the children
 }
 
@@ -43,93 +29,30 @@ func newCrashRig(t *testing.T, ackWait time.Duration) *crashRig {
 	t.Helper()
 	e := newEnv(t, 0)
 	e.consumer(t, ackWait)
-	dir := t.TempDir()
-	return &crashRig{env: e, dir: dir, db: filepath.Join(dir, "idem.db"), effects: filepath.Join(dir, "effects.log")}
+	return &crashRig{env: e, Files: crashtest.NewFiles(t)}
 }
 
-func (r *crashRig) start(t *testing.T, mode, crash, crashKey string) *proc {
+// start starts a child in mode ("plain", "tx" or "pgtx"; see child).
+func (r *crashRig) start(t *testing.T, mode, crash, crashKey string) *crashtest.Proc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(),
-		"IDEM_CRASH_CHILD=1",
-		"IDEM_CHILD_NATS="+testenv.NATS.URL(),
-		"IDEM_CHILD_STREAM="+r.name,
-		"IDEM_CHILD_DB="+r.db,
-		"IDEM_CHILD_EFFECTS="+r.effects,
-		"IDEM_CHILD_MODE="+mode,
-		"IDEM_CHILD_CRASH="+crash,
-		"IDEM_CHILD_CRASH_KEY="+crashKey,
-		"IDEM_CHILD_LEASE=1s",
-	)
-	cmd.Env = append(cmd.Env, r.childEnv...)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, lines: make(chan string, 1024), js: r.js, stream: r.name}
-	go func() {
-		s := bufio.NewScanner(out)
-		for s.Scan() {
-			p.lines <- s.Text()
+	env := append([]string{
+		"IDEM_CHILD_NATS=" + testenv.NATS.URL(),
+		"IDEM_CHILD_STREAM=" + r.name,
+		"IDEM_CHILD_MODE=" + mode,
+	}, r.ChildEnv(crash, crashKey)...)
+	p := crashtest.Start(t, append(env, r.childEnv...))
+	p.Stalled = func(t testing.TB) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if c, err := r.js.Consumer(ctx, r.name, "billing"); err == nil {
+			info, _ := c.Info(ctx)
+			t.Logf("consumer: %+v", info)
 		}
-		close(p.lines)
-	}()
-	t.Cleanup(p.kill)
+	}
 	return p
 }
 
-// await returns the first line starting with prefix.
-func (p *proc) await(t *testing.T, prefix string) string {
-	t.Helper()
-	timeout := time.After(20 * time.Second)
-	for {
-		select {
-		case l, ok := <-p.lines:
-			if !ok {
-				t.Fatalf("child exited before %q", prefix)
-			}
-			if strings.HasPrefix(l, prefix) {
-				return l
-			}
-		case <-timeout:
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			if c, err := p.js.Consumer(ctx, p.stream, "billing"); err == nil {
-				info, _ := c.Info(ctx)
-				t.Logf("consumer: %+v", info)
-			}
-			if os.Getenv("IDEM_DEBUG") != "" {
-				_ = p.cmd.Process.Signal(syscall.SIGQUIT)
-				time.Sleep(time.Second)
-			}
-			t.Fatalf("child never said %q", prefix)
-		}
-	}
-}
-
-// kill sends SIGKILL and reaps the child.
-func (p *proc) kill() {
-	if p.cmd.ProcessState == nil {
-		_ = p.cmd.Process.Kill()
-		_ = p.cmd.Wait()
-	}
-}
-
-func (r *crashRig) publishN(t *testing.T, n int) []string {
-	t.Helper()
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("pay-%03d", i)
-		r.publishOne(t, keys[i], fmt.Sprintf(`{"amount":%d}`, 100+i))
-	}
-	return keys
-}
-
-func (r *crashRig) publishOne(t *testing.T, key, body string) {
+func (r *crashRig) Publish(t *testing.T, key, body string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -137,6 +60,8 @@ func (r *crashRig) publishOne(t *testing.T, key, body string) {
 		t.Fatal(err)
 	}
 }
+
+func (r *crashRig) Scope() string { return r.name + "/billing" }
 
 func (r *crashRig) drained(t *testing.T) func() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -148,70 +73,31 @@ func (r *crashRig) drained(t *testing.T) func() bool {
 	return drained(t, cons)
 }
 
-// finish runs a well-behaved child until every message is settled.
+// finish runs a well-behaved child in mode until every message is settled.
 func (r *crashRig) finish(t *testing.T, mode string) {
 	t.Helper()
 	p := r.start(t, mode, "", "")
-	p.await(t, "READY")
+	p.Await(t, "READY")
 	eventually(t, "all messages settled", r.drained(t))
-	p.kill()
+	p.Kill()
 }
 
-func (r *crashRig) effectCounts(t *testing.T, keys []string) map[string]int {
+// plainRig is a crashRig whose children run the file handler (mode
+// "plain"): a crashtest.Rig.
+type plainRig struct{ *crashRig }
+
+func (r plainRig) Start(t *testing.T, crash, crashKey string) *crashtest.Proc {
 	t.Helper()
-	out := map[string]int{}
-	for _, k := range keys {
-		n, err := countLines(r.effects, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[k] = n
-	}
-	return out
+	return r.start(t, "plain", crash, crashKey)
 }
 
-func (r *crashRig) store(t *testing.T) *sqlitestore.Store {
-	t.Helper()
-	st, err := sqlitestore.Open(context.Background(), sqlitestore.Config{Path: r.db, Migrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
+func (r plainRig) Finish(t *testing.T, _ []string) { r.finish(t, "plain") }
 
 // A consumer killed at each phase of one message; after recovery every
-// message's effect happened exactly once and its record is succeeded.
+// message's effect happened exactly once and its record is succeeded (the
+// phases are told in crashtest.KillAtEachPhase).
 func TestKillConsumerAtEachPhase(t *testing.T) {
-	t.Parallel()
-	for _, crash := range []string{crashAfterClaim, crashAfterEffect, crashAfterRecord} {
-		t.Run(crash, func(t *testing.T) {
-			t.Parallel()
-			r := newCrashRig(t, time.Second)
-			keys := r.publishN(t, 5)
-			victim := keys[2]
-			p := r.start(t, "plain", crash, victim)
-			p.await(t, map[string]string{crashAfterClaim: "CLAIMED", crashAfterEffect: "EFFECT", crashAfterRecord: "RECORDED"}[crash])
-			p.kill()
-			before := r.effectCounts(t, keys)[victim]
-			if want := map[string]int{crashAfterClaim: 0, crashAfterEffect: 1, crashAfterRecord: 1}[crash]; before != want {
-				t.Fatalf("victim effects at the kill: %d, want %d", before, want)
-			}
-			r.finish(t, "plain")
-			for k, n := range r.effectCounts(t, keys) {
-				if n != 1 {
-					t.Errorf("%s: effect happened %d times, want 1", k, n)
-				}
-			}
-			st := r.store(t)
-			for _, k := range keys {
-				rec, err := st.Get(context.Background(), r.name+"/billing", k)
-				if err != nil || rec.State != idem.StateSucceeded {
-					t.Errorf("%s: record %+v, %v", k, rec, err)
-				}
-			}
-		})
-	}
+	crashtest.KillAtEachPhase(t, func(t *testing.T) crashtest.Rig { return plainRig{newCrashRig(t, time.Second)} })
 }
 
 // Claim, effect (a ledger row) and record share one SQLite transaction. The
@@ -241,16 +127,16 @@ func TestKillMidTransactionLeavesBothOrNeitherPostgres(t *testing.T) {
 // settles everything: one ledger row and one succeeded record per message.
 func (r *crashRig) killMidTx(t *testing.T, mode string, state func(*testing.T, []string) (map[string]int, map[string]idem.State)) {
 	t.Helper()
-	keys := r.publishN(t, 40)
+	keys := crashtest.PublishN(t, r, 40)
 	midTx := 0
 	for i := 0; i < 12; i++ {
 		p := r.start(t, mode, "", "")
-		p.await(t, "READY")
+		p.Await(t, "READY")
 		var last string
 		for k := 1 + rand.IntN(3); k > 0; k-- {
-			last = strings.TrimPrefix(p.await(t, "INTX "), "INTX ")
+			last = strings.TrimPrefix(p.Await(t, "INTX "), "INTX ")
 		}
-		p.kill()
+		p.Kill()
 		ledger, recs := state(t, keys)
 		for _, k := range keys {
 			if ledger[k] > 1 || (ledger[k] == 1) != (recs[k] == idem.StateSucceeded) || (ledger[k] == 0 && recs[k] != "") {
@@ -318,7 +204,7 @@ func (r *crashRig) usePostgres(t *testing.T) func(*testing.T, []string) (map[str
 		rows, err := st.Pool().Query(ctx, `SELECT k.key, coalesce(l.n, 0), coalesce(r.state, '')
 			FROM unnest($1::text[]) AS k(key)
 			LEFT JOIN (SELECT msg_key, count(*) AS n FROM `+ledger+` GROUP BY msg_key) l ON l.msg_key = k.key
-			LEFT JOIN `+records+` r ON r.scope = $2 AND r.key = k.key`, keys, r.name+"/billing")
+			LEFT JOIN `+records+` r ON r.scope = $2 AND r.key = k.key`, keys, r.Scope())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -347,7 +233,7 @@ func (r *crashRig) usePostgres(t *testing.T) func(*testing.T, []string) (map[str
 // txState reads ledger rows per key and record states from the database.
 func (r *crashRig) txState(t *testing.T, keys []string) (map[string]int, map[string]idem.State) {
 	t.Helper()
-	st, err := sqlitestore.Open(context.Background(), sqlitestore.Config{Path: r.db})
+	st, err := sqlitestore.Open(context.Background(), sqlitestore.Config{Path: r.DB})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +254,7 @@ func (r *crashRig) txState(t *testing.T, keys []string) (map[string]int, map[str
 	rows.Close()
 	recs := map[string]idem.State{}
 	for _, k := range keys {
-		if rec, err := st.Get(context.Background(), r.name+"/billing", k); err == nil {
+		if rec, err := st.Get(context.Background(), r.Scope(), k); err == nil {
 			recs[k] = rec.State
 		}
 	}

@@ -3,7 +3,6 @@ package storeopen
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"errors"
 	"net/url"
@@ -16,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/mysqltest"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/internal/testenv"
 	"github.com/idemkit/idem/pgstore"
@@ -37,6 +37,22 @@ func randName(t *testing.T) string {
 	var b [5]byte
 	_, _ = rand.Read(b[:])
 	return "idemdsn_" + hex.EncodeToString(b[:])
+}
+
+// parseRedis returns the redis options of the DSN in; a failure to parse
+// it or to make its options is an error on t, and ok false.
+func parseRedis(t *testing.T, in string) (o redisOpts, ok bool) {
+	t.Helper()
+	d, err := Parse(in)
+	if err != nil {
+		t.Errorf("Parse(%q): %v", in, err)
+		return o, false
+	}
+	if o, err = redisOptions(d); err != nil {
+		t.Errorf("redisOptions(%q): %v", in, err)
+		return o, false
+	}
+	return o, true
 }
 
 func TestMySQLDriverDSN(t *testing.T) {
@@ -106,14 +122,9 @@ func TestRedisClusterPath(t *testing.T) {
 		"redis+cluster://h1:7000,h2:7001/?addr=h3%3A7002&prefix": {"h1:7000", "h2:7001", "h3:7002"},
 	}
 	for in, want := range good {
-		d, err := Parse(in)
-		if err != nil {
-			t.Errorf("Parse(%q): %v", in, err)
-			continue
-		}
-		o, err := redisOptions(d)
-		if err != nil || o.cluster == nil || !slices.Equal(o.cluster.Addrs, want) {
-			t.Errorf("%s: nodes %v, %v; want %v", in, o.cluster.Addrs, err, want)
+		o, ok := parseRedis(t, in)
+		if ok && (o.cluster == nil || !slices.Equal(o.cluster.Addrs, want)) {
+			t.Errorf("%s: options %+v; want cluster nodes %v", in, o, want)
 		}
 	}
 	for in, want := range map[string]string{
@@ -184,14 +195,8 @@ func TestRedisWaitParams(t *testing.T) {
 			Replicas: 1, AOFReplicas: 1, Timeout: 2 * time.Second},
 	}
 	for in, want := range good {
-		d, err := Parse(in)
-		if err != nil {
-			t.Errorf("Parse(%q): %v", in, err)
-			continue
-		}
-		o, err := redisOptions(d)
-		if err != nil {
-			t.Errorf("redisOptions(%q): %v", in, err)
+		o, ok := parseRedis(t, in)
+		if !ok {
 			continue
 		}
 		if (o.cfg.Wait == nil) != (want == nil) || (want != nil && *o.cfg.Wait != *want) {
@@ -279,18 +284,6 @@ func TestMySQLURL(t *testing.T) {
 	}
 }
 
-// mysqlTestURL returns IDEM_TEST_MYSQL (a go-sql-driver DSN) as a mysql://
-// DSN, skipping t when the server is unreachable.
-func mysqlTestURL(t *testing.T) (driverDSN, dsn string) {
-	t.Helper()
-	driverDSN = testenv.MySQL.Need(t)
-	dsn, err := MySQLURL(driverDSN)
-	if err != nil {
-		t.Fatalf("%s: %v", testenv.MySQL.Env, err)
-	}
-	return driverDSN, dsn
-}
-
 // TestOpenServiceBackends opens each service-backed store through its DSN,
 // as the CLI does, and runs one intent and its replay.
 func TestOpenServiceBackends(t *testing.T) {
@@ -308,24 +301,7 @@ func TestOpenServiceBackends(t *testing.T) {
 			first, _, _ := strings.Cut(testenv.RedisCluster.Need(t), ",")
 			return "redis+cluster://" + first + "/0?prefix=" + randName(t)
 		},
-		"mysql": func(t *testing.T) string {
-			driverDSN, dsn := mysqlTestURL(t)
-			table := randName(t)
-			t.Cleanup(func() {
-				db, err := sql.Open("mysql", driverDSN)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				defer db.Close()
-				for _, tb := range []string{table, table + "_migrations"} {
-					if _, err := db.Exec("DROP TABLE IF EXISTS `" + tb + "`"); err != nil {
-						t.Error(err)
-					}
-				}
-			})
-			return withParam(dsn, "table", table)
-		},
+		"mysql": func(t *testing.T) string { return mysqltest.URL(t, MySQLURL) },
 	}
 	for name, dsn := range cases {
 		t.Run(name, func(t *testing.T) {
