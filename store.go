@@ -210,6 +210,8 @@ type Cursor struct {
 
 // SweepParams are the inputs of [Store.Sweep].
 type SweepParams struct {
-	Now   time.Time
+	// Now is the time expiry is judged at.
+	Now time.Time
+	// Limit caps the number of records deleted; 0 means no limit.
 	Limit int
 }

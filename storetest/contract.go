@@ -250,6 +250,11 @@ func contractFinishFenced(t *testing.T, c *cx) {
 	mustFenced(t, "finish with another fence", err)
 	_, err = c.finish(wrongAttempt, idem.StateSucceeded, "x", time.Hour)
 	mustFenced(t, "finish with another attempt", err)
+	// Marking unknown is as fenced as recording an outcome.
+	_, err = c.finish(wrongFence, idem.StateUnknown, "", 0)
+	mustFenced(t, "unknown with another fence", err)
+	_, err = c.finish(wrongAttempt, idem.StateUnknown, "", 0)
+	mustFenced(t, "unknown with another attempt", err)
 	if got := c.get("s", "k"); got.State != idem.StateInProgress || len(got.Result) != 0 {
 		t.Fatalf("a fenced finish wrote: %+v", got)
 	}
@@ -385,6 +390,20 @@ func contractResolve(t *testing.T, c *cx) {
 	if _, err := c.finish(*rd, idem.StateSucceeded, "again", time.Hour); err != nil {
 		t.Fatalf("finish by the re-drive attempt: %v", err)
 	}
+	// Without From, only an unknown record is resolved: a decided one
+	// (succeeded here, failed below) is refused and left as it is.
+	decided := c.get("s", "k")
+	_, err = c.s.Resolve(c.ctx, idem.ResolveParams{Scope: "s", Key: "k", To: idem.StateFailed, AttemptID: "op-default", Now: c.now})
+	mustFenced(t, "resolve of a succeeded record with the default From", err)
+	sameRecord(t, "a refused resolve", decided, c.get("s", "k"))
+	f := c.claim("s", "failed", "f1").Record
+	if _, err := c.finish(f, idem.StateFailed, "declined", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	failed := c.get("s", "failed")
+	_, err = c.s.Resolve(c.ctx, idem.ResolveParams{Scope: "s", Key: "failed", To: idem.StateSucceeded, AttemptID: "op-default", Now: c.now})
+	mustFenced(t, "resolve of a failed record with the default From", err)
+	sameRecord(t, "a refused resolve", failed, c.get("s", "failed"))
 	// Release through resolve deletes.
 	if _, err := c.s.Resolve(c.ctx, idem.ResolveParams{Scope: "s", Key: "k", From: []idem.State{idem.StateSucceeded}, Release: true, AttemptID: "op2", Now: c.now}); err != nil {
 		t.Fatal(err)
@@ -417,8 +436,10 @@ func contractSetMark(t *testing.T, c *cx) {
 }
 
 func contractScope(t *testing.T, c *cx) {
-	a := c.claim("tenant-a", "k", "a1")
-	b := c.claim("tenant-b", "k", "b1")
+	// The same key, fence and attempt id in two scopes: only the scope
+	// tells the records apart, so every write must compare it.
+	a := c.claim("tenant-a", "k", "shared")
+	b := c.claim("tenant-b", "k", "shared")
 	if !a.Claimed || !b.Claimed {
 		t.Fatal("the same key in two scopes must be two intents")
 	}
@@ -427,6 +448,25 @@ func contractScope(t *testing.T, c *cx) {
 	}
 	if got := c.get("tenant-b", "k"); got.State != idem.StateInProgress || len(got.Result) != 0 {
 		t.Fatalf("scope b sees %+v", got)
+	}
+	// An expired record is re-claimed in its own scope only: scope a's
+	// record expires first, and a claim in scope b still replays b's.
+	if _, err := c.finish(b.Record, idem.StateSucceeded, "for-b", 2*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	later := *c
+	later.now = c.now.Add(90 * time.Minute)
+	if rb := later.claim("tenant-b", "k", "b2"); rb.Claimed || rb.Record.Scope != "tenant-b" || string(rb.Record.Result) != "for-b" {
+		t.Fatalf("claim in scope b after scope a's record expired = %+v, want b's replay", rb)
+	}
+	if got := c.get("tenant-a", "k"); got.State != idem.StateSucceeded || got.Fence != a.Record.Fence || string(got.Result) != "for-a" {
+		t.Fatalf("a claim in scope b changed scope a's record: %+v", got)
+	}
+	if ra := later.claim("tenant-a", "k", "a2"); !ra.Claimed || ra.Record.Scope != "tenant-a" || ra.Record.Fence != a.Record.Fence+1 {
+		t.Fatalf("re-claim of scope a's expired record = %+v, want scope a, fence %d", ra, a.Record.Fence+1)
+	}
+	if got := c.get("tenant-b", "k"); got.State != idem.StateSucceeded || string(got.Result) != "for-b" {
+		t.Fatalf("re-claim in scope a changed scope b's record: %+v", got)
 	}
 	// Scope and key are not concatenated ambiguously.
 	x := c.claim("ab", "c", "x1")
@@ -570,9 +610,15 @@ func contractSweep(t *testing.T, c *cx) {
 	if got != "fresh,running,unknown" {
 		t.Fatalf("after sweep: %s, want fresh,running,unknown", got)
 	}
-	// Far in the future, unknown and in_progress still survive.
-	if _, err := c.s.Sweep(c.ctx, idem.SweepParams{Now: now.Add(1000 * time.Hour), Limit: 100}); err != nil {
+	// Far in the future, unknown and in_progress still survive, also an
+	// unbounded sweep (Limit 0), as the Sweeper and the CLI may run it.
+	mk("far-ok", idem.StateSucceeded, time.Hour)
+	n3, err := c.s.Sweep(c.ctx, idem.SweepParams{Now: now.Add(1000 * time.Hour)})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if n3 != 2 {
+		t.Fatalf("unbounded sweep deleted %d, want 2 (fresh, far-ok)", n3)
 	}
 	left, _ = c.s.List(c.ctx, idem.ListFilter{})
 	if got := strings.Join(sortedKeys(left), ","); got != "running,unknown" {
