@@ -1,0 +1,100 @@
+package pgstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/pgstore"
+)
+
+// TestSweepSparesARowReclaimedMeanwhile: a sweep decides which rows are
+// expired from one snapshot and deletes them a moment later. A row
+// re-claimed in that moment (an expired record taken over by a new
+// attempt) must survive: the DELETE re-checks state and expiry on the row
+// it locks. The re-claim is held open in a transaction until the sweep is
+// seen waiting for its row lock, then committed, so the race is not left
+// to chance. Without the re-check the sweep deletes an in_progress record
+// whose effect is running, and a retry would run the effect again.
+func TestSweepSparesARowReclaimedMeanwhile(t *testing.T) {
+	for name, limit := range map[string]int{"bounded": 10, "unbounded": 0} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			pool := testPool(t)
+			schema := freshSchema(t, pool)
+			st, err := pgstore.New(ctx, pool, pgstore.Config{Schema: schema, Migrate: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			c := mustClaim(t, st, claimParams("k", "first", t0))
+			if _, err := st.Finish(ctx, succeed(c, "v", t0, time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+
+			// The re-claim, held uncommitted: the row is in_progress under
+			// fence 2 for every later statement, but the sweep's snapshot
+			// still sees it expired and succeeded.
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			table := pgx.Identifier{schema, "idem_records"}.Sanitize()
+			if _, err := tx.Exec(ctx, `UPDATE `+table+` SET state = 'in_progress', fence = fence + 1, attempt_id = 'second',
+				result = NULL, completed_at = NULL, expires_at = NULL, lease_until = $1 WHERE scope = 'tenant-1' AND key = 'k'`,
+				t0.Add(time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+
+			swept := make(chan error, 1)
+			var n int
+			go func() {
+				var err error
+				n, err = st.Sweep(ctx, idem.SweepParams{Now: t0.Add(10 * time.Minute), Limit: limit})
+				swept <- err
+			}()
+			waitForLockWait(ctx, t, pool, schema)
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-swept; err != nil {
+				t.Fatal(err)
+			}
+			got, err := st.Get(ctx, "tenant-1", "k")
+			if err != nil {
+				t.Fatalf("the re-claimed record is gone after the sweep (deleted %d): %v", n, err)
+			}
+			if got.State != idem.StateInProgress || got.Fence != 2 || got.AttemptID != "second" || n != 0 {
+				t.Fatalf("after the sweep (deleted %d): %+v, want the re-claim in_progress at fence 2", n, got)
+			}
+		})
+	}
+}
+
+// waitForLockWait returns once a DELETE on schema's table waits for a row
+// lock.
+func waitForLockWait(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) {
+	t.Helper()
+	for {
+		var waiting int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE 'DELETE FROM %' AND position($1 in query) > 0`, schema).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the sweep never waited for the re-claimed row's lock")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
