@@ -8,11 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/durations"
 	"github.com/idemkit/idem/reconcile/csvprovider"
 	"github.com/idemkit/idem/reconcile/httpprovider"
 )
@@ -218,31 +218,12 @@ func (v durationValue) String() string {
 }
 
 func (v durationValue) Set(s string) error {
-	d, err := parseDuration(s)
+	d, err := durations.Parse(s)
 	if err != nil {
 		return err
 	}
 	*v.d = d
 	return nil
-}
-
-func parseDuration(s string) (time.Duration, error) {
-	var days time.Duration
-	if i := strings.IndexByte(s, 'd'); i > 0 {
-		n, err := strconv.ParseInt(s[:i], 10, 32)
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("invalid duration %q", s)
-		}
-		days, s = time.Duration(n)*24*time.Hour, s[i+1:]
-		if s == "" {
-			return days, nil
-		}
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("invalid duration %q (use e.g. 30m, 48h, 3d)", s)
-	}
-	return days + d, nil
 }
 
 // headerFlag collects repeated "Name: value" flags.

@@ -149,6 +149,8 @@ func TestCommandUsage(t *testing.T) {
 		"both providers":  {"--store", "x.db", "--provider-csv", "x.csv", "--provider-url", "http://p/{key}"},
 		"bad window":      {"--store", "x.db", "--provider-csv", "x.csv", "--settlement-window", "soon"},
 		"zero window":     {"--store", "x.db", "--provider-csv", "x.csv", "--settlement-window", "0"},
+		"window overflow": {"--store", "x.db", "--provider-csv", "x.csv", "--settlement-window", "213504d"},
+		"ttl overflow":    {"--store", "x.db", "--provider-csv", "x.csv", "--ttl", "106752d"},
 		"bad action":      {"--store", "x.db", "--provider-csv", "x.csv", "--not-applied", "ignore"},
 		"unknown flag":    {"--store", "x.db", "--provider-csv", "x.csv", "--colour"},
 		"stray argument":  {"--store", "x.db", "--provider-csv", "x.csv", "extra"},

@@ -118,7 +118,7 @@
 //
 // When a record becomes succeeded or failed it gets a Redis TTL at
 // ExpiresAt plus [Config].ExpiryGrace, and its ExpiresAt is also stored in
-// the hash. Claim decides expiry from the stored ExpiresAt, so a TTL that
+// the packed record. Claim decides expiry from the stored ExpiresAt, so a TTL that
 // fires late never keeps an expired intent alive past the caller's clock,
 // and one that fires early (a Redis clock ahead of the callers') is covered
 // by the grace. in_progress and unknown records never get a TTL: unknown

@@ -24,7 +24,7 @@ func cmdBench(ctx context.Context, e *env, args []string) int {
 			"twice: parked by Engine.DoAsync, then as goroutines in DoBytes; store calls and\n"+
 			"peak memory), or all. See docs/performance.md.",
 		"idem bench --store sqlite://bench.db --duration 2s")
-	store := f.String("store", "", "store DSN to measure: sqlite://PATH, postgres://…, mysql://…, redis://…, memory:// (required)")
+	store := f.String("store", "", "store DSN to measure: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, memory:// (required)")
 	conc := f.String("concurrency", "1,16,64", "comma-separated numbers of concurrent callers")
 	dur := f.duration("duration", 5*time.Second, "how long each cell is measured")
 	payload := f.String("payload", "200B", "size of the recorded result (e.g. 200B, 4KiB)")

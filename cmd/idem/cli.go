@@ -5,10 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemkit/idem/internal/durations"
 )
 
 // flags is one command's flag set with its usage text.
@@ -85,50 +86,9 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// parseDuration is time.ParseDuration plus a "d" (24h) unit, e.g. "30d"
-// or "1d12h".
-func parseDuration(s string) (time.Duration, error) {
-	if i := strings.IndexByte(s, 'd'); i > 0 {
-		days, err := strconv.ParseInt(s[:i], 10, 64)
-		switch {
-		case days < 0 || err != nil && !errors.Is(err, strconv.ErrRange):
-			return 0, fmt.Errorf("invalid duration %q", s)
-		case err != nil || days > int64(maxDuration/day):
-			// Refused before multiplying: an overflow would wrap
-			// silently (213504d would be about 25m).
-			return 0, tooLong(s)
-		}
-		d := time.Duration(days) * day
-		if rest := s[i+1:]; rest != "" {
-			r, err := time.ParseDuration(rest)
-			if err != nil || r < 0 {
-				return 0, fmt.Errorf("invalid duration %q", s)
-			}
-			if r > maxDuration-d {
-				return 0, tooLong(s)
-			}
-			d += r
-		}
-		return d, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("invalid duration %q (use e.g. 30s, 15m, 24h, 30d)", s)
-	}
-	if d < 0 {
-		return 0, fmt.Errorf("negative duration %q", s)
-	}
-	return d, nil
-}
-
-const (
-	day         = 24 * time.Hour
-	maxDuration = time.Duration(math.MaxInt64)
-)
-
-func tooLong(s string) error {
-	return fmt.Errorf("duration %q is too long: at most %dd (about 292 years)", s, maxDuration/day)
-}
+// parseDuration is durations.Parse: time.ParseDuration plus a "d" (24h)
+// unit, e.g. "30d" or "1d12h", refusing negative and overflowing values.
+func parseDuration(s string) (time.Duration, error) { return durations.Parse(s) }
 
 // durationFlag is a flag.Value accepting parseDuration's syntax.
 type durationFlag struct{ d *time.Duration }

@@ -2,9 +2,9 @@
 // store, in the same run, and reports idem's cost as a ratio of that floor.
 //
 // For each scenario (first-time requests, replays, a duplicate storm, a
-// 90/10 mix) and each concurrency, a raw cell and an idem cell run one after
-// the other (raw c=1, idem c=1, raw c=16, idem c=16, …) so that drift of a
-// shared machine hits both sides alike. The raw side does the minimal
+// 90/10 mix) and each concurrency, the raw side and idem's side of the cell
+// take turns in half-second slices until each has run the cell's duration,
+// so that drift of a shared machine hits both sides alike. The raw side does the minimal
 // statements of an idempotent request against the same server, with the
 // same durability setting, on a scratch table of the same shape:
 //
@@ -17,8 +17,8 @@
 // key prefix, so the bench never touches a deployment's records and drops
 // everything it created when it ends.
 //
-// Store options written in the DSN's query (for example a future
-// ?batch=… group-commit window) are passed to storeopen unchanged and
+// Store options written in the DSN's query (for example the ?batch=…
+// group-commit window) are passed to storeopen unchanged and
 // printed in the report header, so runs with and without an option can be
 // compared side by side.
 //
