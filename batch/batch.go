@@ -89,10 +89,11 @@ func Run[T any](ctx context.Context, job Job, items []Item[T], fn func(ctx conte
 	sem := make(chan struct{}, job.Concurrency)
 	var wg sync.WaitGroup
 	for _, it := range items {
-		if ctx.Err() != nil {
+		sem <- struct{}{}
+		if ctx.Err() != nil { // checked with a slot in hand: ctx may end while we wait for one
+			<-sem
 			break
 		}
-		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()

@@ -136,3 +136,86 @@ func TestInvalidJob(t *testing.T) {
 		}
 	}
 }
+
+// The version and the scope are part of an item's identity: a completed run
+// re-applies every item under version 2, and again under another scope.
+func TestVersionAndScopeReapply(t *testing.T) {
+	t.Parallel()
+	e, err := idem.New(memstore.New(), idem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	runs := 0
+	fn := func(context.Context, batch.Item[fee]) error { mu.Lock(); runs++; mu.Unlock(); return nil }
+	all := []string{"acct-00", "acct-01", "acct-02"}
+	run := func(job batch.Job, wantApplied, wantSkipped []string) {
+		t.Helper()
+		rep, err := batch.Run(context.Background(), job, items(3), fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(rep.Applied, wantApplied) || !slices.Equal(rep.Skipped, wantSkipped) || !rep.Done() {
+			t.Fatalf("v%d scope %q: report %+v; want applied %v, skipped %v", job.Version, job.Scope, rep, wantApplied, wantSkipped)
+		}
+	}
+	job := batch.Job{Engine: e, Name: "fees", Run: "2024-06-01"}
+	run(job, all, nil)
+	run(job, nil, all)
+	job.Version = 2
+	if k, _ := job.Key("acct-00"); k != "fees:v2:2024-06-01:acct-00" {
+		t.Fatalf("v2 key %q", k)
+	}
+	run(job, all, nil)
+	run(job, nil, all)
+	job.Scope = "tenant-b"
+	run(job, all, nil)
+	run(job, nil, all)
+	if runs != 9 {
+		t.Fatalf("effects ran %d times, want 9 (three items, three identities)", runs)
+	}
+}
+
+// Cancelling the context mid-run stops taking items: those not started are
+// in no list of the report, and the error is the context's.
+func TestCancelStopsTakingItems(t *testing.T) {
+	t.Parallel()
+	e, err := idem.New(memstore.New(), idem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	ran := map[string]bool{}
+	fn := func(_ context.Context, it batch.Item[fee]) error {
+		mu.Lock()
+		defer mu.Unlock()
+		ran[it.ID] = true
+		if it.ID == "acct-02" {
+			cancel()
+		}
+		return nil
+	}
+	rep, err := batch.Run(ctx, batch.Job{Engine: e, Name: "fees", Run: "2024-06-01"}, items(6), fn)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want context.Canceled", err)
+	}
+	if rep == nil {
+		t.Fatal("no report")
+	}
+	if len(rep.Applied) < 2 || !slices.Equal(rep.Applied[:2], []string{"acct-00", "acct-01"}) {
+		t.Fatalf("applied %v, want acct-00 and acct-01 first", rep.Applied)
+	}
+	for _, id := range []string{"acct-03", "acct-04", "acct-05"} {
+		if ran[id] {
+			t.Errorf("%s ran after the cancel", id)
+		}
+		_, failed := rep.Failed[id]
+		_, retry := rep.Retry[id]
+		if slices.Contains(rep.Applied, id) || slices.Contains(rep.Skipped, id) || slices.Contains(rep.Unknown, id) ||
+			slices.Contains(rep.Mismatch, id) || failed || retry {
+			t.Errorf("%s, never started, is in the report %+v", id, rep)
+		}
+	}
+}

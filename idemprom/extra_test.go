@@ -3,6 +3,7 @@ package idemprom_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -16,7 +17,8 @@ import (
 	"github.com/idemkit/idem/reconcile"
 )
 
-// gauge returns the value of the named metric with the given labels.
+// gauge returns the value of the named metric with the given labels (a
+// histogram's sample count).
 func gauge(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -47,6 +49,8 @@ func value(m *dto.Metric) float64 {
 		return m.Gauge.GetValue()
 	case m.Counter != nil:
 		return m.Counter.GetValue()
+	case m.Histogram != nil:
+		return float64(m.Histogram.GetSampleCount())
 	}
 	return 0
 }
@@ -175,5 +179,99 @@ func TestReconcileMetrics(t *testing.T) {
 	}
 	if age := gauge(t, reg, "idem_reconcile_oldest_unreconciled_age_seconds", nil); age != 0 {
 		t.Errorf("oldest unreconciled age after a clean report = %v", age)
+	}
+}
+
+// Conflicts and mismatches found the key already used: they count in the
+// ratio's numerator as replays do.
+func TestDuplicateRatioCountsConflictAndMismatch(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	obs, err := idemprom.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := idem.New(memstore.New(), idem.Config{Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	started, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := eng.DoBytes(ctx, idem.Request{Key: "k"}, func(context.Context, *idem.Attempt) ([]byte, error) {
+			close(started)
+			<-release
+			return []byte("ok"), nil
+		})
+		done <- err
+	}()
+	<-started
+	var ife *idem.InFlightError
+	_, err = eng.DoBytes(ctx, idem.Request{Key: "k", Policy: idem.Policy{InFlight: idem.InFlightReject}},
+		func(context.Context, *idem.Attempt) ([]byte, error) { t.Error("duplicate ran"); return nil, nil })
+	if !errors.As(err, &ife) {
+		t.Fatalf("duplicate while in flight: %v, want an InFlightError", err)
+	}
+	if got := gauge(t, reg, "idem_duplicate_ratio", nil); got != 1 { // the conflict is the only call ended
+		t.Fatalf("idem_duplicate_ratio after a conflict = %v, want 1", got)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	_, err = eng.DoBytes(ctx, idem.Request{Key: "k", Fingerprint: idem.NewFingerprint([]byte("other"))},
+		func(context.Context, *idem.Attempt) ([]byte, error) { t.Error("mismatch ran"); return nil, nil })
+	if !errors.Is(err, idem.ErrMismatch) {
+		t.Fatalf("other fingerprint: %v, want ErrMismatch", err)
+	}
+	// first, conflict, mismatch: two of three found the key used.
+	if got := gauge(t, reg, "idem_duplicate_ratio", nil); got != 2.0/3 {
+		t.Fatalf("idem_duplicate_ratio = %v, want 2/3", got)
+	}
+	for _, out := range []string{"first", "conflict", "mismatch"} {
+		if got := testutil.ToFloat64(obs.Requests().WithLabelValues("", out)); got != 1 {
+			t.Errorf("idem_requests_total{outcome=%q} = %v, want 1", out, got)
+		}
+	}
+}
+
+// A store failure is an error; not-found and fenced are the contract's
+// normal answers and count as ok.
+func TestStoreOpResult(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	obs, err := idemprom.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, ev := range []struct {
+		op  string
+		err error
+	}{
+		{"get", fmt.Errorf("get: %w", idem.ErrStoreUnavailable)},
+		{"get", fmt.Errorf("get: %w", idem.ErrNotFound)},
+		{"get", nil},
+		{"finish", idem.ErrFenced},
+		{"claim", &idem.StoreError{Op: "claim", Err: errors.New("connection refused")}},
+	} {
+		obs.Observe(ctx, idem.Event{Kind: idem.EventStore, StoreOp: ev.op, Duration: time.Millisecond, Err: ev.err})
+	}
+	for _, c := range []struct {
+		op, result string
+		want       float64
+	}{
+		{"get", "ok", 2},
+		{"get", "error", 1},
+		{"finish", "ok", 1},
+		{"claim", "error", 1},
+	} {
+		if got := gauge(t, reg, "idem_store_op_duration_seconds", map[string]string{"op": c.op, "result": c.result}); got != c.want {
+			t.Errorf("idem_store_op_duration_seconds{op=%q,result=%q} count = %v, want %v", c.op, c.result, got, c.want)
+		}
+	}
+	if n, err := testutil.GatherAndCount(reg, "idem_store_op_duration_seconds"); err != nil || n != 4 {
+		t.Errorf("store op series: %d, %v; want 4 (no finish/error, no claim/ok)", n, err)
 	}
 }

@@ -138,3 +138,46 @@ func TestMissingHeaderIs400(t *testing.T) {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
 }
+
+// Two receivers share an engine with different scopes (two providers): the
+// same event id from each is a different event, and both effects run.
+func TestScopeSeparatesReceivers(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	e, err := idem.New(st, idem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(); st.Close() })
+	var mu sync.Mutex
+	effects := map[string]int{}
+	receiver := func(provider string) *httptest.Server {
+		hd, err := webhook.New(webhook.Config{Engine: e, EventID: webhook.Header("X-Event-Id"),
+			Scope: func(*http.Request) string { return provider }},
+			func(_ context.Context, ev *webhook.Event) error {
+				mu.Lock()
+				defer mu.Unlock()
+				effects[provider+"/"+ev.ID]++
+				return nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(hd)
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	stripe, shop := receiver("stripe"), receiver("shop")
+	for _, srv := range []*httptest.Server{stripe, shop} {
+		if resp := post(t, srv, "evt_1", `{"n":1}`); resp.StatusCode != 200 || resp.Header.Get("Idempotent-Replayed") != "" {
+			t.Fatalf("first delivery: %d, replayed %q", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"))
+		}
+	}
+	// A redelivery to either is still a duplicate within its scope.
+	if resp := post(t, shop, "evt_1", `{"n":1}`); resp.StatusCode != 200 || resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("redelivery: %d, replayed %q", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"))
+	}
+	if effects["stripe/evt_1"] != 1 || effects["shop/evt_1"] != 1 || len(effects) != 2 {
+		t.Fatalf("effects %v, want one per provider", effects)
+	}
+}
