@@ -23,6 +23,10 @@ type SweeperConfig struct {
 	// OnSweep, when set, is called after each RunOnce with the number of
 	// records deleted (a test signal instead of sleeps).
 	OnSweep func(deleted int, err error)
+	// OnBatch, when set, is called after each batch of a RunOnce with the
+	// number of records it has deleted so far (the CLI prints progress
+	// from it on long sweeps). Defaults to none.
+	OnBatch func(deletedSoFar int)
 }
 
 // Sweeper deletes expired succeeded and failed records in bounded batches.
@@ -64,6 +68,9 @@ func (s *Sweeper) RunOnce(ctx context.Context) (int, error) {
 		total += n
 		if err != nil {
 			return total, err
+		}
+		if s.cfg.OnBatch != nil {
+			s.cfg.OnBatch(total)
 		}
 		if n < s.cfg.BatchSize {
 			return total, nil

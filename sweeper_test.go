@@ -50,10 +50,15 @@ func TestSweeperRunOnceDrainsEveryBatch(t *testing.T) {
 	for i := range 5 {
 		put(t, st, fmt.Sprint("exp", i), idem.StateSucceeded, now.Add(-time.Hour))
 	}
-	sw := idem.NewSweeper(st, idem.SweeperConfig{BatchSize: 2, Clock: func() time.Time { return now }})
+	var progress []int
+	sw := idem.NewSweeper(st, idem.SweeperConfig{BatchSize: 2, Clock: func() time.Time { return now },
+		OnBatch: func(sofar int) { progress = append(progress, sofar) }})
 	n, err := sw.RunOnce(context.Background())
 	if err != nil || n != 5 {
 		t.Fatalf("RunOnce = %d, %v; want 5 deleted", n, err)
+	}
+	if fmt.Sprint(progress) != "[2 4 5]" {
+		t.Fatalf("OnBatch saw %v, want [2 4 5] (deleted so far after each batch)", progress)
 	}
 	for i := range 5 {
 		if k := fmt.Sprint("exp", i); present(t, st, k) {

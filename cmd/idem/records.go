@@ -327,6 +327,10 @@ func currentUser() string {
 	return os.Getenv("USER")
 }
 
+// sweepProgressAfter is how long a sweep runs before it prints progress
+// lines on stderr.
+var sweepProgressAfter = 2 * time.Second
+
 func cmdSweep(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("sweep", "idem sweep [--store DSN]",
 		"Delete succeeded and failed records whose retention has passed. In-progress\nand unknown records are never deleted.",
@@ -344,7 +348,13 @@ func cmdSweep(ctx context.Context, e *env, args []string) int {
 		return code
 	}
 	defer st.Close()
-	n, err := idem.NewSweeper(st, idem.SweeperConfig{}).RunOnce(ctx)
+	start, last := time.Now(), time.Time{}
+	n, err := idem.NewSweeper(st, idem.SweeperConfig{OnBatch: func(sofar int) {
+		if now := time.Now(); now.Sub(start) >= sweepProgressAfter && now.Sub(last) >= sweepProgressAfter/2 {
+			last = now
+			fmt.Fprintf(e.stderr, "idem sweep: %d records deleted (%s)\n", sofar, now.Sub(start).Round(time.Millisecond))
+		}
+	}}).RunOnce(ctx)
 	if err != nil {
 		return f.fail(fmt.Errorf("after deleting %d records: %w", n, err))
 	}

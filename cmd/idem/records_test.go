@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -134,5 +135,39 @@ func TestRecordJSONStateIsAStoreState(t *testing.T) {
 	// The table keeps saying it in words.
 	if s := effState(&idem.Record{State: idem.StateInProgress, LeaseUntil: now.Add(-time.Second)}, now); s != "unknown (lease expired)" {
 		t.Fatalf("table state %q", s)
+	}
+}
+
+// TestSweepPrintsProgress: a sweep of more than one batch prints how many
+// records it has deleted so far on stderr (here from the first batch on;
+// by default once it has run two seconds), and the total on stdout.
+func TestSweepPrintsProgress(t *testing.T) {
+	defer func(d time.Duration) { sweepProgressAfter = d }(sweepProgressAfter)
+	sweepProgressAfter = 0
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "idem.db")
+	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: path, Migrate: true, Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	past := time.Now().Add(-48 * time.Hour).UTC().Truncate(time.Microsecond)
+	const n = 1001 // one more than a batch
+	for i := range n {
+		k := fmt.Sprint("old-", i)
+		c, err := st.Claim(ctx, idem.ClaimParams{Key: k, AttemptID: "a", Now: past, LeaseUntil: past.Add(time.Minute)})
+		if err == nil {
+			_, err = st.Finish(ctx, idem.FinishParams{Key: k, Fence: c.Record.Fence, AttemptID: "a", State: idem.StateSucceeded,
+				Result: []byte("ok"), CompletedAt: past, ExpiresAt: past.Add(time.Hour)})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := runCLI("sweep", "--store", "sqlite://"+path)
+	if code != 0 || !strings.Contains(out, "deleted 1001 expired records") || !strings.Contains(errs, "idem sweep: 1000 records deleted") {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errs)
 	}
 }
