@@ -81,10 +81,17 @@ func TestSweepSparesARowReclaimedMeanwhile(t *testing.T) {
 // lock.
 func waitForLockWait(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) {
 	t.Helper()
+	waitForLockWaitOn(ctx, t, pool, schema, "DELETE FROM ")
+}
+
+// waitForLockWaitOn returns once a statement starting with prefix on
+// schema's table waits for a row lock.
+func waitForLockWaitOn(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema, prefix string) {
+	t.Helper()
 	for {
 		var waiting int
 		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE 'DELETE FROM %' AND position($1 in query) > 0`, schema).Scan(&waiting)
+			WHERE wait_event_type = 'Lock' AND starts_with(ltrim(query), $2) AND position($1 in query) > 0`, schema, prefix).Scan(&waiting)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,8 +100,69 @@ func waitForLockWait(ctx context.Context, t *testing.T, pool *pgxpool.Pool, sche
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatal("the sweep never waited for the re-claimed row's lock")
+			t.Fatalf("no %q statement waited for the row's lock", prefix)
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+}
+
+// TestReclaimRechecksExpiry: a claim that read an expired record takes it
+// over with a second statement, and the row can change in between (swept
+// and claimed afresh, finished, and not expired). The take-over re-checks
+// expiry on the row it locks, so it replays the new outcome instead of
+// running a second effect over it. The change is held in a transaction
+// that locks the row before the claim reads it (a plain read, not
+// blocked), and is committed once the take-over waits for the lock.
+func TestReclaimRechecksExpiry(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool := testPool(t)
+	schema := freshSchema(t, pool)
+	st, err := pgstore.New(ctx, pool, pgstore.Config{Schema: schema, Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c := mustClaim(t, st, claimParams("k", "first", t0))
+	if _, err := st.Finish(ctx, succeed(c, "old", t0, time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	table := pgx.Identifier{schema, "idem_records"}.Sanitize()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM `+table+` WHERE scope = 'tenant-1' AND key = 'k' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+
+	later := t0.Add(10 * time.Minute) // the old record expired at t0+1m
+	type answer struct {
+		res idem.ClaimResult
+		err error
+	}
+	claimed := make(chan answer, 1)
+	go func() {
+		res, err := st.Claim(ctx, claimParams("k", "second", later))
+		claimed <- answer{res, err}
+	}()
+	waitForLockWaitOn(ctx, t, pool, schema, "UPDATE ")
+	// The row as a sweep, a fresh claim (fence 1 again) and its finish
+	// leave it: succeeded, expiring long after the waiting claim's now.
+	if _, err := tx.Exec(ctx, `UPDATE `+table+` SET attempt_id = 'fresh', result = 'new', completed_at = $1, expires_at = $2
+		WHERE scope = 'tenant-1' AND key = 'k'`, later, later.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a := <-claimed
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if a.res.Claimed || a.res.Record.AttemptID != "fresh" || string(a.res.Record.Result) != "new" {
+		t.Fatalf("claim after the row changed = %+v, want the replay of the fresh outcome", a.res)
 	}
 }
