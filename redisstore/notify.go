@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -20,7 +21,11 @@ import (
 // awaited records), so a write made after Subscribe returns is never
 // missed while the connection stays up. Nothing signals on a timer while
 // pub/sub works, so a waiter's reads do not grow with the wait; with
-// PubSubOff the channel is signalled every Config.PollFallback.
+// PubSubOff the channel is signalled every Config.PollFallback. When the
+// subscription cannot be sent now (the subscriber connection cannot be
+// opened), Subscribe fails at once with a store error, and the engine
+// polls instead; a waiter joining a channel confirmed earlier whose
+// connection is down meanwhile is signalled once it is subscribed again.
 //
 // All subscriptions of a Store share one subscriber connection (one per
 // master in a Cluster with sharded pub/sub) and one dispatch goroutine per
@@ -128,6 +133,10 @@ func newHub(s *Store, poll time.Duration) *hub {
 	}
 }
 
+// errNoPubSub reports a channel the hub cannot subscribe now: the pub/sub
+// connection for it could not be opened or written to.
+var errNoPubSub = errors.New("pub/sub connection unavailable")
+
 func (h *hub) subscribe(ctx context.Context, ch string) (<-chan struct{}, func(), error) {
 	w := &waiter{ch: make(chan struct{}, 1)}
 	route, node, err := h.route(ctx, ch)
@@ -141,6 +150,7 @@ func (h *hub) subscribe(ctx context.Context, ch string) (<-chan struct{}, func()
 	}
 	h.startLocked()
 	cs := h.chans[ch]
+	unreachable := false
 	if cs == nil {
 		cs = &subs{ch: ch, confirmed: make(chan struct{}), waiters: map[*waiter]struct{}{}}
 		h.chans[ch] = cs
@@ -149,15 +159,23 @@ func (h *hub) subscribe(ctx context.Context, ch string) (<-chan struct{}, func()
 			close(cs.confirmed)
 		} else {
 			// On failure the channel is an orphan: the re-subscribing
-			// goroutine retries, and the wait below ends with ctx.
-			h.homeLocked(ctx, route, node, cs)
+			// goroutine retries it for the waiters that join it later.
+			unreachable = !h.homeLocked(ctx, route, node, cs)
 		}
+	} else if cs.g == nil && !cs.isConf {
+		unreachable = true // an orphan never confirmed: its connection is down
 	}
 	cs.waiters[w] = struct{}{}
 	w.cs = cs
 	h.mu.Unlock()
 	var once sync.Once
 	cancel := func() { once.Do(func() { h.remove(w) }) }
+	if unreachable {
+		// The caller polls instead (the engine does when Subscribe fails)
+		// rather than wait, without reading, for pub/sub to come back.
+		cancel()
+		return nil, nil, storeErr("subscribe", errNoPubSub)
+	}
 	select {
 	case <-cs.confirmed:
 	case <-h.stop:
@@ -424,6 +442,9 @@ func (h *hub) rehome() {
 			todo = append(todo, cs)
 		}
 		h.mu.Unlock()
+		// A route that failed once in a round is not dialled again in it:
+		// one dial per unreachable node and round, not one per channel.
+		failed := map[string]bool{}
 		for _, cs := range todo {
 			ctx, cancel := context.WithTimeout(context.Background(), resyncTimeout)
 			route, node, err := h.route(ctx, cs.ch)
@@ -434,11 +455,13 @@ func (h *hub) rehome() {
 				cancel()
 				return
 			case h.orphans[cs.ch] != cs: // dropped meanwhile
-			case err != nil:
+			case err != nil || failed[route]:
 				h.kickLocked() // try again later
 			default:
 				delete(h.orphans, cs.ch)
-				h.homeLocked(ctx, route, node, cs)
+				if !h.homeLocked(ctx, route, node, cs) {
+					failed[route] = true
+				}
 			}
 			h.mu.Unlock()
 			cancel()

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -21,8 +22,10 @@ import (
 // its subscriber connections: close them (an error go-redis sees) or
 // freeze them (nothing arrives any more, no error: a silent connection).
 type connTracker struct {
-	mu    sync.Mutex
-	conns []*trackedConn
+	mu     sync.Mutex
+	conns  []*trackedConn
+	refuse atomic.Bool // new dials fail, as to a node that is down
+	refused atomic.Int64
 }
 
 type trackedConn struct {
@@ -34,6 +37,10 @@ type trackedConn struct {
 }
 
 func (tr *connTracker) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if tr.refuse.Load() {
+		tr.refused.Add(1)
+		return nil, &net.OpError{Op: "dial", Net: network, Err: errors.New("connection refused (test)")}
+	}
 	var d net.Dialer
 	c, err := d.DialContext(ctx, network, addr)
 	if err != nil {
@@ -252,4 +259,66 @@ func TestReclaimAfterReleaseMarked(t *testing.T) {
 			t.Fatal("the finish of the claim after the release did not publish: it was not marked as awaited")
 		}
 	})
+}
+
+// TestSubscribeFailsWhenPubSubUnreachable: when the subscriber connection
+// cannot be opened, Subscribe fails at once with a store error, so the
+// engine polls; it does not hold the waiter, reading nothing, until its
+// context ends.
+func TestSubscribeFailsWhenPubSubUnreachable(t *testing.T) {
+	tr := &connTracker{}
+	s, err := New(trackedClient(t, false, tr), Config{Prefix: uniquePrefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	tr.refuse.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, key := range []string{"k1", "k1", "k2"} { // a new channel, the same orphan again, another
+		start := time.Now()
+		_, _, err := s.Subscribe(ctx, "s", key)
+		if err == nil || errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, idem.ErrStoreUnavailable) {
+			t.Fatalf("Subscribe(%s) with pub/sub unreachable = %v after %s, want a store error at once", key, err, time.Since(start))
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("Subscribe(%s) took %s to fail", key, d)
+		}
+	}
+	// Once the connection can be opened again, subscribing works.
+	tr.refuse.Store(false)
+	_, cancelSub, err := s.Subscribe(ctx, "s", "k3")
+	if err != nil {
+		t.Fatalf("Subscribe after recovery: %v", err)
+	}
+	cancelSub()
+}
+
+// TestResubscribeDialsOncePerRound: while a node is down, each
+// re-subscription round dials it once, not once per waited-on channel.
+func TestResubscribeDialsOncePerRound(t *testing.T) {
+	tr := &connTracker{}
+	s, err := New(trackedClient(t, false, tr), Config{Prefix: uniquePrefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	const channels = 20
+	for i := range channels {
+		_, cancel, err := s.Subscribe(ctx, "s", fmt.Sprint("k", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cancel()
+	}
+	tr.refuse.Store(true)
+	if n := tr.breakPubSub(false); n == 0 {
+		t.Fatal("no subscriber connection to break")
+	}
+	time.Sleep(2 * time.Second) // a handful of rounds (100 ms, doubling)
+	if n := tr.refused.Load(); n > 2*channels {
+		t.Fatalf("%d dials in 2 s for %d orphaned channels on one node: a round dials once per channel", n, channels)
+	}
+	t.Logf("%d refused dials in 2 s", tr.refused.Load())
 }
