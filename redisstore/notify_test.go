@@ -22,9 +22,9 @@ import (
 // its subscriber connections: close them (an error go-redis sees) or
 // freeze them (nothing arrives any more, no error: a silent connection).
 type connTracker struct {
-	mu     sync.Mutex
-	conns  []*trackedConn
-	refuse atomic.Bool // new dials fail, as to a node that is down
+	mu      sync.Mutex
+	conns   []*trackedConn
+	refuse  atomic.Bool // new dials fail, as to a node that is down
 	refused atomic.Int64
 }
 
