@@ -444,10 +444,20 @@ func (h *hub) rehome() {
 		h.mu.Unlock()
 		// A route that failed once in a round is not dialled again in it:
 		// one dial per unreachable node and round, not one per channel.
-		failed := map[string]bool{}
+		failed, probed := map[string]bool{}, map[string]bool{}
 		for _, cs := range todo {
 			ctx, cancel := context.WithTimeout(context.Background(), resyncTimeout)
 			route, node, err := h.route(ctx, cs.ch)
+			if err == nil && !probed[route] {
+				// Ask the node first, without the hub's lock: subscribing
+				// dials under it, and a dial to a node that is down can
+				// take the dial timeout, stalling every other connection's
+				// dispatch meanwhile.
+				probed[route] = true
+				if node.Ping(ctx).Err() != nil {
+					failed[route] = true
+				}
+			}
 			h.mu.Lock()
 			switch {
 			case h.closed:
