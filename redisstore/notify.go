@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -265,6 +266,17 @@ func (h *hub) remove(w *waiter) {
 	}
 }
 
+// redirected reports a MOVED or ASK error reply: a command sent for a slot
+// this node no longer serves, which leaves the connection usable.
+func redirected(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ")
+}
+
 // dropLocked forgets cs, which has no waiters left.
 func (h *hub) dropLocked(cs *subs) {
 	if h.chans[cs.ch] == cs {
@@ -282,6 +294,13 @@ func (h *hub) receive(g *group) {
 	ctx := context.Background()
 	for {
 		msg, err := g.ps.Receive(ctx)
+		if redirected(err) {
+			// An unsubscribe the hub sent for a channel whose slot moved
+			// (see unsubscribedLocked) is answered MOVED by the old owner.
+			// The connection is fine and go-redis has already forgotten
+			// the channel: nothing to do.
+			continue
+		}
 		if err != nil {
 			// The connection broke (go-redis may have reconnected and
 			// re-sent every channel in one command, which a Cluster refuses

@@ -322,3 +322,60 @@ func TestResubscribeDialsOncePerRound(t *testing.T) {
 	}
 	t.Logf("%d refused dials in 2 s", tr.refused.Load())
 }
+
+// TestMovedUnsubscribeKeepsTheConnection: after a Cluster moves a shard
+// channel's slot, the hub unsubscribes the channel on the old owner, which
+// answers MOVED. That reply must not count as a broken connection: the
+// other channels on it stay subscribed, and their waiters get no spurious
+// wake-up (each costs a read).
+func TestMovedUnsubscribeKeepsTheConnection(t *testing.T) {
+	addrs := strings.Split(testenv.RedisCluster.Need(t), ",")
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { c.Close() })
+	s, err := New(c, Config{Prefix: uniquePrefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if s.pubCmd != "spublish" {
+		t.Skipf("SKIP: the cluster has no sharded pub/sub (%q)", s.pubCmd)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	woken, cancelSub, err := s.Subscribe(ctx, "s", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancelSub()
+	chA := chanKey(s.recKey("s", "a"))
+	route, _, err := s.hub.route(ctx, chA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A channel another master owns: its SUNSUBSCRIBE on a's connection is
+	// what the old owner of a moved slot receives.
+	var chB string
+	for i := 0; chB == ""; i++ {
+		ch := chanKey(s.recKey("s", fmt.Sprint("b", i)))
+		if r, _, err := s.hub.route(ctx, ch); err == nil && r != route {
+			chB = ch
+		}
+	}
+	s.hub.mu.Lock()
+	g := s.hub.groups[route]
+	s.hub.mu.Unlock()
+	if err := s.hub.sendSub(ctx, g, chB, false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-woken:
+		t.Fatal("a MOVED answer to an unsubscribe woke the waiters of another channel")
+	case <-time.After(500 * time.Millisecond):
+	}
+	s.hub.mu.Lock()
+	dead, same := g.dead, s.hub.groups[route] == g
+	s.hub.mu.Unlock()
+	if dead || !same {
+		t.Fatal("a MOVED answer to an unsubscribe closed the connection")
+	}
+}
