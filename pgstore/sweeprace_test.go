@@ -25,27 +25,12 @@ func TestSweepSparesARowReclaimedMeanwhile(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			pool := testPool(t)
-			schema := freshSchema(t, pool)
-			st, err := pgstore.New(ctx, pool, pgstore.Config{Schema: schema, Migrate: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			c := mustClaim(t, st, claimParams("k", "first", t0))
-			if _, err := st.Finish(ctx, succeed(c, "v", t0, time.Minute)); err != nil {
-				t.Fatal(err)
-			}
+			f := newRaceFixture(ctx, t, "v")
+			st, pool, schema, tx, table := f.st, f.pool, f.schema, f.tx, f.st.QuotedTable()
 
 			// The re-claim, held uncommitted: the row is in_progress under
 			// fence 2 for every later statement, but the sweep's snapshot
 			// still sees it expired and succeeded.
-			tx, err := pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Rollback(ctx)
-			table := pgx.Identifier{schema, "idem_records"}.Sanitize()
 			if _, err := tx.Exec(ctx, `UPDATE `+table+` SET state = 'in_progress', fence = fence + 1, attempt_id = 'second',
 				result = NULL, completed_at = NULL, expires_at = NULL, lease_until = $1 WHERE scope = 'tenant-1' AND key = 'k'`,
 				t0.Add(time.Hour)); err != nil {
@@ -75,6 +60,38 @@ func TestSweepSparesARowReclaimedMeanwhile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// raceFixture is a store in a scratch schema holding one record, ("tenant-1",
+// "k"), succeeded at t0 with result and expiring at t0+1m, and an open
+// transaction on the same pool, rolled back when the test ends unless
+// committed.
+type raceFixture struct {
+	st     *pgstore.Store
+	pool   *pgxpool.Pool
+	schema string
+	tx     pgx.Tx
+}
+
+func newRaceFixture(ctx context.Context, t *testing.T, result string) raceFixture {
+	t.Helper()
+	pool := testPool(t)
+	schema := freshSchema(t, pool)
+	st, err := pgstore.New(ctx, pool, pgstore.Config{Schema: schema, Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	c := mustClaim(t, st, claimParams("k", "first", t0))
+	if _, err := st.Finish(ctx, succeed(c, result, t0, time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	return raceFixture{st: st, pool: pool, schema: schema, tx: tx}
 }
 
 // waitForLockWait returns once a DELETE on schema's table waits for a row
@@ -116,24 +133,8 @@ func waitForLockWaitOn(ctx context.Context, t *testing.T, pool *pgxpool.Pool, sc
 func TestReclaimRechecksExpiry(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool := testPool(t)
-	schema := freshSchema(t, pool)
-	st, err := pgstore.New(ctx, pool, pgstore.Config{Schema: schema, Migrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	c := mustClaim(t, st, claimParams("k", "first", t0))
-	if _, err := st.Finish(ctx, succeed(c, "old", t0, time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	table := pgx.Identifier{schema, "idem_records"}.Sanitize()
+	f := newRaceFixture(ctx, t, "old")
+	st, pool, schema, tx, table := f.st, f.pool, f.schema, f.tx, f.st.QuotedTable()
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM `+table+` WHERE scope = 'tenant-1' AND key = 'k' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
