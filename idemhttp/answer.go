@@ -38,6 +38,7 @@ func (m *Middleware) errorProblem(err error, in *input) *Problem {
 		me *idem.MismatchError
 		fe *idem.InFlightError
 		ue *idem.UnknownOutcomeError
+		se *idem.ScopeError
 	)
 	switch {
 	case errors.As(err, &me):
@@ -57,6 +58,10 @@ func (m *Middleware) errorProblem(err error, in *input) *Problem {
 		return p
 	case errors.Is(err, idem.ErrInvalidKey):
 		return problem(TypeKeyInvalid, http.StatusBadRequest, "invalid Idempotency-Key", keyReason(err))
+	case errors.As(err, &se):
+		// The engine refused the scope before claiming anything.
+		return problem(TypeScopeInvalid, http.StatusBadRequest, "invalid scope",
+			"the principal this request's key is scoped by cannot be used as a scope: "+se.Reason)
 	case errors.Is(err, idem.ErrStoreUnavailable), errors.Is(err, idem.ErrClosed):
 		p := problem(TypeStoreUnavailable, http.StatusServiceUnavailable, "idempotency store unavailable",
 			"the request was not run: it cannot be protected against duplicates right now")

@@ -85,13 +85,6 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			"keys are scoped to the authenticated principal, and this request has none"))
 		return
 	}
-	if err := idem.ValidateScope(scope); err != nil {
-		var se *idem.ScopeError
-		errors.As(err, &se)
-		WriteProblem(w, problem(TypeScopeInvalid, http.StatusBadRequest, "invalid scope",
-			"the principal this request's key is scoped by cannot be used as a scope: "+se.Reason))
-		return
-	}
 	c := &call{m: m, w: w, r: r, next: next}
 	defer c.in.release()
 	if p := m.prepare(r, &c.in); p != nil {
