@@ -36,6 +36,12 @@ const (
 	EventWait
 	// EventInFlight: an effect started (Delta +1) or ended (Delta -1).
 	EventInFlight
+	// EventClientGone: the client of a request whose effect ran went away
+	// (disconnected, or stopped reading its response) before the response
+	// reached it. The effect and its recorded outcome are not affected.
+	// Reported by adapters (idemhttp), not by the engine. Operation,
+	// Scope, Key.
+	EventClientGone
 )
 
 // Event is what the engine reports to an [Observer]. Scope and Key are the

@@ -58,11 +58,21 @@ const (
 	// went away or sent a malformed chunked body); nothing was claimed
 	// (400).
 	TypeBodyUnreadable = ProblemBase + "body-unreadable"
-	// TypeRequestCancelled: the request's context ended (the client went
-	// away, or a deadline passed) before it was run or replayed, e.g.
-	// while it waited for a duplicate in flight; it was not run (503, with
-	// Retry-After).
+	// TypeRequestCancelled: the client went away (closed, half-closed or
+	// reset its connection, also while sending the body) or the request's
+	// context ended before it was run or replayed, e.g. while it waited for
+	// a duplicate in flight; nothing was claimed for it, or its claim was
+	// released ([StatusClientClosedRequest], 499; 503 with Retry-After
+	// when a server-side deadline passed). It is not a store error.
 	TypeRequestCancelled = ProblemBase + "request-cancelled"
+	// TypeUpgradeRefused: a request with a key asked to switch protocols
+	// (an Upgrade header); nothing was claimed (400).
+	TypeUpgradeRefused = ProblemBase + "upgrade-refused"
+	// TypeEncodingNotAcceptable: the recorded response has a content
+	// coding the request's Accept-Encoding does not accept and that cannot
+	// be decoded for it (406). The request was applied: retry with an
+	// Accept-Encoding that accepts the coding named.
+	TypeEncodingNotAcceptable = ProblemBase + "encoding-not-acceptable"
 	// TypeScopeInvalid: the scope the request maps to (Config.Scope) is
 	// not one idem can keep: longer than 255 bytes, not UTF-8, or with a
 	// control character (see idem.ValidateScope); nothing was claimed

@@ -7,13 +7,17 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
@@ -55,6 +59,20 @@ func TestRequestCancelledProblem(t *testing.T) {
 	r := httptest.NewRequestWithContext(ctx, "POST", "/orders", strings.NewReader(`{}`))
 	r.Header.Set(idemhttp.HeaderName, `"k1"`)
 	w, p, calls := serveRecorded(t, r)
+	if w.Code != idemhttp.StatusClientClosedRequest || p.Type != idemhttp.TypeRequestCancelled || calls != 0 {
+		t.Fatalf("status %d, type %q, handler ran %d times; want 499 %s, not run", w.Code, p.Type, calls, idemhttp.TypeRequestCancelled)
+	}
+}
+
+// A deadline that passed on the server's side is not the client leaving:
+// 503 with Retry-After, since the client may be waiting.
+func TestRequestDeadlineProblem(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(1, 0))
+	defer cancel()
+	r := httptest.NewRequestWithContext(ctx, "POST", "/orders", strings.NewReader(`{}`))
+	r.Header.Set(idemhttp.HeaderName, `"k1"`)
+	w, p, calls := serveRecorded(t, r)
 	if w.Code != http.StatusServiceUnavailable || p.Type != idemhttp.TypeRequestCancelled || calls != 0 {
 		t.Fatalf("status %d, type %q, handler ran %d times; want 503 %s, not run", w.Code, p.Type, calls, idemhttp.TypeRequestCancelled)
 	}
@@ -63,19 +81,33 @@ func TestRequestCancelledProblem(t *testing.T) {
 	}
 }
 
-type failingBody struct{}
+type failingBody struct{ err error }
 
-func (failingBody) Read([]byte) (int, error) { return 0, errors.New("connection reset") }
-func (failingBody) Close() error             { return nil }
+func (b failingBody) Read([]byte) (int, error) { return 0, b.err }
+func (failingBody) Close() error               { return nil }
 
+// A body that cannot be read is body-unreadable when what arrived is
+// malformed, and request-cancelled when the client went away.
 func TestBodyUnreadableProblem(t *testing.T) {
 	t.Parallel()
-	r := httptest.NewRequest("POST", "/orders", nil)
-	r.Body, r.ContentLength = failingBody{}, -1
-	r.Header.Set(idemhttp.HeaderName, `"k1"`)
-	w, p, calls := serveRecorded(t, r)
-	if w.Code != http.StatusBadRequest || p.Type != idemhttp.TypeBodyUnreadable || calls != 0 {
-		t.Fatalf("status %d, type %q, handler ran %d times; want 400 %s, not run", w.Code, p.Type, calls, idemhttp.TypeBodyUnreadable)
+	for _, c := range []struct {
+		err    error
+		status int
+		typ    string
+	}{
+		{errors.New("invalid byte in chunk length"), http.StatusBadRequest, idemhttp.TypeBodyUnreadable},
+		{io.ErrUnexpectedEOF, idemhttp.StatusClientClosedRequest, idemhttp.TypeRequestCancelled},
+		{&net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, idemhttp.StatusClientClosedRequest, idemhttp.TypeRequestCancelled},
+		{os.ErrDeadlineExceeded, idemhttp.StatusClientClosedRequest, idemhttp.TypeRequestCancelled},
+		{&http.MaxBytesError{Limit: 10}, http.StatusRequestEntityTooLarge, idemhttp.TypeBodyTooLarge},
+	} {
+		r := httptest.NewRequest("POST", "/orders", nil)
+		r.Body, r.ContentLength = failingBody{c.err}, -1
+		r.Header.Set(idemhttp.HeaderName, `"k1"`)
+		w, p, calls := serveRecorded(t, r)
+		if w.Code != c.status || p.Type != c.typ || calls != 0 {
+			t.Errorf("%v: status %d, type %q, handler ran %d times; want %d %s, not run", c.err, w.Code, p.Type, calls, c.status, c.typ)
+		}
 	}
 }
 
