@@ -3,10 +3,11 @@
 // [New] returns an [idem.Observer]; pass it as idem.Config.Observer. All
 // metric names have the idem_ prefix; keys and scopes are never exported.
 //
-//	idem_requests_total{operation,outcome}      engine calls by outcome (first, replay, conflict, mismatch, released, failed, unknown, fenced, error)
+//	idem_requests_total{operation,outcome}      engine calls by outcome (first, replay, conflict, mismatch, released, failed, unknown, fenced, error, cancelled)
 //	idem_in_flight{operation}                   effects running now
 //	idem_wait_seconds                           time duplicates waited for an in-flight attempt
-//	idem_store_op_duration_seconds{op,result}   store operation latency (result: ok or error)
+//	idem_store_op_duration_seconds{op,result}   store operation latency (result: ok, error or cancelled)
+//	idem_client_gone_total{operation}           clients that went away before their response reached them
 //	idem_duplicate_ratio                        share of calls that found the key already used (replay, conflict, mismatch)
 //
 // [NewStoreCollector] adds the unknown-record gauges (idem_unknown_records,
@@ -31,6 +32,7 @@ type Observer struct {
 	inFlight *prometheus.GaugeVec
 	wait     prometheus.Histogram
 	storeOp  *prometheus.HistogramVec
+	gone     *prometheus.CounterVec
 
 	calls, duplicates atomic.Int64 // for idem_duplicate_ratio
 }
@@ -42,7 +44,7 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 	o := &Observer{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idem_requests_total",
-			Help: "Engine calls by outcome: first, replay, conflict, mismatch, released, failed, unknown, fenced, error.",
+			Help: "Engine calls by outcome: first, replay, conflict, mismatch, released, failed, unknown, fenced, error (the store failed), cancelled (the caller went away first).",
 		}, []string{"operation", "outcome"}),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "idem_in_flight",
@@ -58,12 +60,16 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 			Help:    "Store operation latency.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 		}, []string{"op", "result"}),
+		gone: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idem_client_gone_total",
+			Help: "Clients that went away (disconnected or stopped reading) after their effect started, before its response reached them; the outcome is kept.",
+		}, []string{"operation"}),
 	}
 	ratio := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "idem_duplicate_ratio",
 		Help: "Share of engine calls (store errors excluded) that found their key already used: replay, conflict or mismatch.",
 	}, o.duplicateRatio)
-	for _, c := range []prometheus.Collector{o.requests, o.inFlight, o.wait, o.storeOp, ratio} {
+	for _, c := range []prometheus.Collector{o.requests, o.inFlight, o.wait, o.storeOp, o.gone, ratio} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -72,10 +78,14 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 }
 
 // Observe implements [idem.Observer].
-func (o *Observer) Observe(_ context.Context, ev idem.Event) {
+func (o *Observer) Observe(ctx context.Context, ev idem.Event) {
 	switch ev.Kind {
 	case idem.EventOutcome:
-		o.requests.WithLabelValues(ev.Operation, string(ev.Outcome)).Inc()
+		out := string(ev.Outcome)
+		if ev.Outcome == idem.OutcomeError && cancelled(ctx, ev.Err) {
+			out = cancelledLabel
+		}
+		o.requests.WithLabelValues(ev.Operation, out).Inc()
 		o.countDuplicate(ev.Outcome)
 	case idem.EventInFlight:
 		o.inFlight.WithLabelValues(ev.Operation).Add(float64(ev.Delta))
@@ -83,11 +93,29 @@ func (o *Observer) Observe(_ context.Context, ev idem.Event) {
 		o.wait.Observe(ev.Duration.Seconds())
 	case idem.EventStore:
 		result := "ok"
-		if ev.Err != nil && !contractAnswer(ev.Err) {
+		switch {
+		case ev.Err == nil, contractAnswer(ev.Err):
+		case cancelled(ctx, ev.Err):
+			result = cancelledLabel
+		default:
 			result = "error"
 		}
 		o.storeOp.WithLabelValues(ev.StoreOp, result).Observe(ev.Duration.Seconds())
+	case idem.EventClientGone:
+		o.gone.WithLabelValues(ev.Operation).Inc()
 	}
+}
+
+// cancelledLabel is the outcome and result of a call or store operation cut
+// short because its caller went away: not a store failure, so that alerts
+// on store errors do not fire for clients that hang up.
+const cancelledLabel = "cancelled"
+
+// cancelled reports whether a failed call or store operation failed
+// because its caller's context was cancelled. A deadline is not counted:
+// a store too slow for the time it was given is failing.
+func cancelled(ctx context.Context, err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(ctx.Err(), context.Canceled)
 }
 
 // contractAnswer reports errors that are the store contract's normal
@@ -99,6 +127,9 @@ func contractAnswer(err error) bool {
 // Requests returns the idem_requests_total counter, for tests and for
 // callers that add their own outcomes.
 func (o *Observer) Requests() *prometheus.CounterVec { return o.requests }
+
+// ClientGone returns the idem_client_gone_total counter.
+func (o *Observer) ClientGone() *prometheus.CounterVec { return o.gone }
 
 // InFlight returns the idem_in_flight gauge.
 func (o *Observer) InFlight() *prometheus.GaugeVec { return o.inFlight }
