@@ -164,3 +164,45 @@ func anchorOf(e ast.Expr) (string, bool) {
 	s, err := strconv.Unquote(lit.Value)
 	return s, err == nil
 }
+
+// interruptedStore's Claim waits for its caller to go away, then fails as
+// a driver does whose query was interrupted: with an error of its own.
+type interruptedStore struct {
+	idem.Store
+	entered chan struct{}
+}
+
+func (s interruptedStore) Claim(ctx context.Context, _ idem.ClaimParams) (idem.ClaimResult, error) {
+	s.entered <- struct{}{}
+	<-ctx.Done()
+	return idem.ClaimResult{}, errors.New("driver: query interrupted")
+}
+
+// A client that goes away while its key is being claimed is
+// request-cancelled, not store-unavailable, even when the store reports
+// the interruption as an error of its own.
+func TestCancelledDuringClaimIsNotStoreUnavailable(t *testing.T) {
+	t.Parallel()
+	st := interruptedStore{Store: memstore.New(), entered: make(chan struct{}, 1)}
+	eng, err := idem.New(st, idem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eng.Close() })
+	mw, err := idemhttp.New(eng, idemhttp.Config{Scope: idemhttp.GlobalScope})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-st.entered; cancel() }()
+	r := httptest.NewRequestWithContext(ctx, "POST", "/orders", strings.NewReader(`{}`))
+	r.Header.Set(idemhttp.HeaderName, `"k1"`)
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("handler ran") })).ServeHTTP(w, r)
+	var p idemhttp.Problem
+	_ = json.Unmarshal(w.Body.Bytes(), &p)
+	if w.Code != idemhttp.StatusClientClosedRequest || p.Type != idemhttp.TypeRequestCancelled {
+		t.Fatalf("status %d, type %q; want 499 %s", w.Code, p.Type, idemhttp.TypeRequestCancelled)
+	}
+}
