@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/internal/rawhttp"
 	"github.com/idemkit/idem/memstore"
 )
 
@@ -57,33 +57,6 @@ func waitEvent(t *testing.T, ch chan idem.Event, what string) idem.Event {
 		t.Fatalf("no %s event", what)
 		return idem.Event{}
 	}
-}
-
-// rawRequest writes a request with a key and a JSON body on a new
-// connection and returns it unread. contentLength < 0 declares the body's
-// own length.
-func rawRequest(t *testing.T, addr, key, body string, contentLength int) *net.TCPConn {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	if contentLength < 0 {
-		contentLength = len(body)
-	}
-	fmt.Fprintf(c, "POST /orders HTTP/1.1\r\nHost: %s\r\nIdempotency-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-		addr, key, contentLength, body)
-	return c.(*net.TCPConn)
-}
-
-// reset drops c with a TCP reset.
-func reset(t *testing.T, c *net.TCPConn) {
-	t.Helper()
-	if err := c.SetLinger(0); err != nil {
-		t.Fatal(err)
-	}
-	_ = c.Close()
 }
 
 // The response a handler writes, flushes included, reaches the client only
@@ -144,9 +117,9 @@ func TestClientResetDuringEffect(t *testing.T) {
 			clientCtx.Store(r.Context())
 			inner.ServeHTTP(w, r)
 		})
-		c := rawRequest(t, e.srv.Listener.Addr().String(), `"r1"`, `{"a":1}`, -1)
+		c := rawhttp.Post(t, e.srv.Listener.Addr().String(), "/orders", `"r1"`, `{"a":1}`, -1)
 		<-started
-		reset(t, c)
+		rawhttp.Reset(t, c)
 		ev := waitEvent(t, gone, "client-gone")
 		if ev.Operation != "POST" || ev.Key != "r1" {
 			t.Errorf("client-gone event %+v", ev)
@@ -187,10 +160,10 @@ func TestStalledReaderDoesNotHoldRecord(t *testing.T) {
 					w.Header().Set("Content-Type", "application/octet-stream")
 					_, _ = w.Write(bigBody)
 				})
-			conn := rawRequest(t, e.srv.Listener.Addr().String(), `"big"`, `{}`, -1)
+			conn := rawhttp.Post(t, e.srv.Listener.Addr().String(), "/orders", `"big"`, `{}`, -1)
 			if c.timeout == 0 {
 				waitState(t, e.store, "big", idem.StateSucceeded)
-				reset(t, conn)
+				rawhttp.Reset(t, conn)
 			} else {
 				waitEvent(t, gone, "client-gone") // given up on: the server closed it
 				waitState(t, e.store, "big", idem.StateSucceeded)
@@ -253,7 +226,7 @@ func readResponse(t *testing.T, c net.Conn) reply {
 func TestHalfCloseBeforeClaim(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(t *testing.T) idem.Store) {
 		e := newEnv(t, open, idem.Config{}, idemhttp.Config{}, func(w http.ResponseWriter, r *http.Request) {})
-		c := rawRequest(t, e.srv.Listener.Addr().String(), `"h1"`, `{"amount":`, 40)
+		c := rawhttp.Post(t, e.srv.Listener.Addr().String(), "/orders", `"h1"`, `{"amount":`, 40)
 		if err := c.CloseWrite(); err != nil {
 			t.Fatal(err)
 		}

@@ -30,6 +30,12 @@ func serveRecorded(t *testing.T, r *http.Request) (*httptest.ResponseRecorder, i
 	t.Helper()
 	st := memstore.New()
 	t.Cleanup(func() { _ = st.Close() })
+	return serveOn(t, st, r)
+}
+
+// serveOn is serveRecorded over st.
+func serveOn(t *testing.T, st idem.Store, r *http.Request) (*httptest.ResponseRecorder, idemhttp.Problem, int) {
+	t.Helper()
 	eng, err := idem.New(st, idem.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -184,25 +190,13 @@ func (s interruptedStore) Claim(ctx context.Context, _ idem.ClaimParams) (idem.C
 func TestCancelledDuringClaimIsNotStoreUnavailable(t *testing.T) {
 	t.Parallel()
 	st := interruptedStore{Store: memstore.New(), entered: make(chan struct{}, 1)}
-	eng, err := idem.New(st, idem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = eng.Close() })
-	mw, err := idemhttp.New(eng, idemhttp.Config{Scope: idemhttp.GlobalScope})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-st.entered; cancel() }()
 	r := httptest.NewRequestWithContext(ctx, "POST", "/orders", strings.NewReader(`{}`))
 	r.Header.Set(idemhttp.HeaderName, `"k1"`)
 	r.Header.Set("Content-Type", "application/json")
-	w := httptest.NewRecorder()
-	mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("handler ran") })).ServeHTTP(w, r)
-	var p idemhttp.Problem
-	_ = json.Unmarshal(w.Body.Bytes(), &p)
-	if w.Code != idemhttp.StatusClientClosedRequest || p.Type != idemhttp.TypeRequestCancelled {
-		t.Fatalf("status %d, type %q; want 499 %s", w.Code, p.Type, idemhttp.TypeRequestCancelled)
+	w, p, calls := serveOn(t, st, r)
+	if w.Code != idemhttp.StatusClientClosedRequest || p.Type != idemhttp.TypeRequestCancelled || calls != 0 {
+		t.Fatalf("status %d, type %q, handler ran %d times; want 499 %s, not run", w.Code, p.Type, calls, idemhttp.TypeRequestCancelled)
 	}
 }

@@ -4,13 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem/internal/rawhttp"
 )
 
 // The rule these tests hold the proxy to: once an upstream call has
@@ -18,24 +18,6 @@ import (
 // connection. A client that times out, never reads, resets or half-closes
 // changes nothing about what is recorded; only an upstream that does not
 // answer in full leaves the outcome unknown.
-
-// rawPost writes a protected POST /x on a new connection to addr and
-// returns the connection unread. contentLength < 0 declares the body's own
-// length.
-func rawPost(t *testing.T, addr, key, body string, contentLength int) *net.TCPConn {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	if contentLength < 0 {
-		contentLength = len(body)
-	}
-	fmt.Fprintf(c, "POST /x HTTP/1.1\r\nHost: %s\r\nIdempotency-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-		addr, key, contentLength, body)
-	return c.(*net.TCPConn)
-}
 
 // metricsHas waits until the proxy's /metrics holds line, failing after a
 // bound far above what it takes.
@@ -98,12 +80,9 @@ func TestProxyUnreadResponseThenReset(t *testing.T) {
 			_, _ = w.Write(big)
 		})
 		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--max-response", "16777216", "--admin", "127.0.0.1:0")
-		c := rawPost(t, p.addr, `"k"`, `{}`, -1)
+		c := rawhttp.Post(t, p.addr, "/x", `"k"`, `{}`, -1)
 		metricsHas(t, p, `idem_requests_total{operation="POST",outcome="first"} 1`)
-		if err := c.SetLinger(0); err != nil {
-			t.Fatal(err)
-		}
-		_ = c.Close()
+		rawhttp.Reset(t, c)
 		r := send(t, "POST", p.url("/x"), `"k"`, `{}`)
 		wantCode(t, r, http.StatusOK, "")
 		if sha256.Sum256([]byte(r.body)) != sha256.Sum256(big) || r.header.Get("Idempotent-Replayed") != "true" {
@@ -122,7 +101,7 @@ func TestProxyHalfCloseBeforeClaim(t *testing.T) {
 	forEachProxyStore(t, func(t *testing.T, dsn string) {
 		up := newTestUpstream(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) })
 		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--admin", "127.0.0.1:0")
-		c := rawPost(t, p.addr, `"k"`, `{"amount":`, 40)
+		c := rawhttp.Post(t, p.addr, "/x", `"k"`, `{"amount":`, 40)
 		if err := c.CloseWrite(); err != nil {
 			t.Fatal(err)
 		}
