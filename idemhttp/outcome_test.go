@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -389,4 +390,15 @@ func TestMethodCaseSharesRecord(t *testing.T) {
 	if strings.Join(ops, ",") != "POST first,POST replay" || strings.Join(methods, ",") != "POST" {
 		t.Fatalf("operations %q, handler saw %q", ops, methods)
 	}
+}
+
+// An invalid status panics in the handler, as net/http does, so that the
+// outcome is unknown rather than a record no replay can serve.
+func TestInvalidStatusIsUnknown(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(*testing.T) idem.Store { return memstore.New() }, idem.Config{},
+		idemhttp.Config{RecoverPanics: true, Logger: slog.New(slog.DiscardHandler)},
+		func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(42) })
+	wantProblem(t, e.do("POST", "/x", `"k"`, `{}`), http.StatusInternalServerError, idemhttp.TypeInternal)
+	wantProblem(t, e.do("POST", "/x", `"k"`, `{}`), http.StatusConflict, idemhttp.TypeOutcomeUnknown)
 }

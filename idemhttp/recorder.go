@@ -57,6 +57,11 @@ func (r *recorder) reset(w http.ResponseWriter, m *Middleware) {
 func (r *recorder) Header() http.Header { return r.w.Header() }
 
 func (r *recorder) WriteHeader(code int) {
+	if code < 100 || code > 999 {
+		// As net/http does, in the handler, where the engine sees it and
+		// the outcome becomes unknown; the status is never recorded.
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
 	switch {
 	case r.wrote:
 		if r.passing {
