@@ -21,6 +21,9 @@ type heartbeater struct {
 	id     string // attempt id
 	lease  time.Duration
 	every  time.Duration
+	// deadline is the effect's timeout: at it the schedule cancels ctx
+	// with cause context.DeadlineExceeded instead of beating. Zero: none.
+	deadline time.Time
 
 	running sync.WaitGroup // beats in progress
 
@@ -66,7 +69,7 @@ func (h *heartbeater) start(leaseUntil time.Time) {
 	} else {
 		due = time.Now().Add(h.every)
 	}
-	h.e.beats.add(h, due)
+	h.e.beats.add(h, h.until(due))
 }
 
 // stop prevents further beats and waits for one in progress to end, so no
@@ -89,14 +92,51 @@ func (h *heartbeater) fire() {
 	h.running.Add(1)
 	s.mu.Unlock()
 	defer h.running.Done()
+	if !h.deadline.IsZero() && !time.Now().Before(h.deadline) {
+		h.cancel(context.DeadlineExceeded) // the effect's timeout
+		return
+	}
 	if err := h.beat(h.ctx); errors.Is(err, ErrFenced) || h.ctx.Err() != nil {
 		return
 	}
 	s.mu.Lock()
 	if !h.stopped {
-		s.addLocked(h, time.Now().Add(h.every))
+		s.addLocked(h, h.until(time.Now().Add(h.every)))
 	}
 	s.mu.Unlock()
+}
+
+// until is due, or the effect's deadline when that comes first.
+func (h *heartbeater) until(due time.Time) time.Time {
+	if !h.deadline.IsZero() && h.deadline.Before(due) {
+		return h.deadline
+	}
+	return due
+}
+
+// effectCtx is the context an effect runs under: the caller's values
+// without its cancellation (context.WithoutCancel), cancelled when the
+// heartbeat finds the claim taken over (cause ErrFenced) or at the
+// effect's timeout (cause context.DeadlineExceeded, fired by the heartbeat
+// schedule). It reports that deadline and, past it, DeadlineExceeded, as
+// context.WithTimeout's context would; it lives in the run's state, so the
+// timeout costs the request path neither a timer nor an allocation.
+type effectCtx struct {
+	context.Context // a context.WithCancelCause of the detached caller context
+	deadline        time.Time
+}
+
+// Deadline implements context.Context.
+func (c *effectCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// Err implements context.Context: DeadlineExceeded once the timeout ended
+// the effect.
+func (c *effectCtx) Err() error {
+	err := c.Context.Err()
+	if err != nil && errors.Is(context.Cause(c.Context), context.DeadlineExceeded) {
+		return context.DeadlineExceeded
+	}
+	return err
 }
 
 // beatSchedule is an engine's heartbeat schedule: a min-heap of the running

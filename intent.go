@@ -91,6 +91,7 @@ type Policy struct {
 	// Lease is how long an attempt may hold in_progress without a heartbeat.
 	Lease time.Duration
 	// Timeout bounds the effect; when it passes, the outcome is unknown.
+	// Defaults to Config.EffectTimeout.
 	Timeout time.Duration
 	// Redrivable declares that the provider is idempotent with the forwarded
 	// key, so an unknown record may be re-run under a new fence with the
