@@ -144,7 +144,7 @@ func runProxyBriefly(args ...string) (stderr string, code int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	var o, e bytes.Buffer
-	args = append([]string{"proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1", "--store", "memory://"}, args...)
+	args = append([]string{"proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1", "--store", "memory://", "--spool", ""}, args...)
 	code = run(ctx, args, &o, &e)
 	return e.String(), code
 }

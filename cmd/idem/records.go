@@ -112,8 +112,9 @@ func cmdGet(ctx context.Context, e *env, args []string) int {
 }
 
 func cmdList(ctx context.Context, e *env, args []string) int {
-	f := e.newFlags("list", "idem list [--store DSN] [--state STATE] [--older-than DUR] [--scope S] [--limit N] [--json]",
-		"List records, oldest first, as a table (or JSON lines with --json).",
+	f := e.newFlags("list", "idem list [--store DSN] [--state STATE] [--older-than DUR] [--scope S] [--limit N] [--spool DIR] [--json]",
+		"List records, oldest first, as a table (or JSON lines with --json), and the\n"+
+			"outcomes waiting in the proxy's spool for the store to take them.",
 		"idem list --store sqlite://idem.db --state unknown --older-than 1h")
 	dsn := f.String("store", storeopen.Default, "store DSN: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, memory://")
 	state := f.String("state", "", "only records in this state: in_progress, succeeded, failed or unknown")
@@ -121,6 +122,7 @@ func cmdList(ctx context.Context, e *env, args []string) int {
 	scope := f.String("scope", "", "only records in this scope")
 	limit := f.Int("limit", 1000, "at most this many records (0: all)")
 	asJSON := f.Bool("json", false, "print one JSON object per line")
+	spoolDir := f.String("spool", DefaultSpool, "the proxy's spool directory, whose waiting outcomes are listed too (empty: none)")
 	pos, code, ok := f.parse(args)
 	if !ok {
 		return code
@@ -160,10 +162,25 @@ func cmdList(ctx context.Context, e *env, args []string) int {
 	if *state != "" {
 		recs = byEffectiveState(recs, *state, now)
 	}
+	var spooled []idem.SpooledOutcome
+	if *spoolDir != "" {
+		var bad []string
+		if spooled, bad, err = idem.ReadSpool(*spoolDir); err != nil {
+			return f.fail(err)
+		}
+		if len(bad) > 0 {
+			fmt.Fprintf(e.stderr, "idem list: %d spool files in %s cannot be read: %s\n", len(bad), *spoolDir, strings.Join(bad, ", "))
+		}
+	}
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
 		for i := range recs {
 			if err := enc.Encode(toJSON(&recs[i], now)); err != nil {
+				return f.fail(err)
+			}
+		}
+		for i := range spooled {
+			if err := enc.Encode(spooledJSON(&spooled[i])); err != nil {
 				return f.fail(err)
 			}
 		}
@@ -176,7 +193,37 @@ func cmdList(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Key, shortScope(r.Scope), effState(r, now), r.Fence,
 			httpStatus(r), now.Sub(r.CreatedAt).Truncate(time.Second), r.CreatedAt.Format(time.RFC3339))
 	}
+	if err := tw.Flush(); err != nil || len(spooled) == 0 {
+		return exitFailureIf(err)
+	}
+	fmt.Fprintf(e.stdout, "\n%d outcomes spooled in %s, applied to the store when it answers:\n", len(spooled), *spoolDir)
+	fmt.Fprintln(tw, "KEY\tSCOPE\tOUTCOME\tFENCE\tSTATUS\tSPOOLED")
+	for i := range spooled {
+		o := &spooled[i]
+		r := idem.Record{Result: o.Result}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", o.Key, shortScope(o.Scope), spooledOutcome(o), o.Fence,
+			httpStatus(&r), o.SpooledAt.Format(time.RFC3339))
+	}
 	return exitFailureIf(tw.Flush())
+}
+
+// spooledOutcome names what a spooled outcome will do to its record.
+func spooledOutcome(o *idem.SpooledOutcome) string {
+	if o.Release {
+		return "released"
+	}
+	return string(o.State)
+}
+
+// spooledJSON is a spooled outcome as idem list --json prints it: the
+// record it will become, with "spooled": true.
+func spooledJSON(o *idem.SpooledOutcome) map[string]any {
+	j := map[string]any{"spooled": true, "scope": o.Scope, "key": o.Key, "outcome": spooledOutcome(o),
+		"fence": o.Fence, "attempt_id": o.AttemptID, "completed_at": o.CompletedAt, "spooled_at": o.SpooledAt, "cause": o.Cause}
+	if rr, err := idemhttp.DecodeResponse(o.Result); err == nil {
+		j["http_status"] = rr.Status
+	}
+	return j
 }
 
 func exitFailureIf(err error) int {
