@@ -72,8 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "idem: unknown command %q\n\n", args[0])
-		topUsage(stderr)
+		fmt.Fprintf(stderr, "idem: unknown command %q\nRun 'idem --help' for the commands.\n", args[0])
 		return exitUsage
 	}
 	return c.run(ctx, e, args[1:])
