@@ -66,10 +66,15 @@ func cmdMigrate(ctx context.Context, e *env, args []string) int {
 }
 
 // openExisting opens a store for the record commands: never creating a new
-// database, never migrating.
+// database, never migrating, and never memory://, which starts empty in
+// every process — a list of it would look like an empty store.
 func openExisting(ctx context.Context, f *flags, dsn string) (idem.Store, int, bool) {
-	if _, err := storeopen.Parse(dsn); err != nil {
+	d, err := storeopen.Parse(dsn)
+	if err != nil {
 		return nil, f.usageError("--store: %v", err), false
+	}
+	if d.Scheme == "memory" {
+		return nil, f.usageError("--store: memory:// starts empty in every process, so it holds no records to read; name the store the proxy or application writes to"), false
 	}
 	st, err := storeopen.Open(ctx, dsn, storeopen.Options{MustExist: true})
 	if err != nil {
@@ -92,14 +97,18 @@ func cmdGet(ctx context.Context, e *env, args []string) int {
 	if len(pos) != 1 {
 		return f.usageError("want exactly one KEY, got %d arguments", len(pos))
 	}
+	key, err := cliKey(pos[0])
+	if err != nil {
+		return f.usageError("%v", err)
+	}
 	st, code, ok := openExisting(ctx, f, *dsn)
 	if !ok {
 		return code
 	}
 	defer st.Close()
-	rec, err := st.Get(ctx, *scope, pos[0])
+	rec, err := st.Get(ctx, *scope, string(key))
 	if errors.Is(err, idem.ErrNotFound) {
-		return f.fail(fmt.Errorf("no record for key %q in scope %q", pos[0], *scope))
+		return f.fail(fmt.Errorf("no record for key %q in scope %q", key, *scope))
 	}
 	if err != nil {
 		return f.fail(err)
@@ -226,6 +235,16 @@ func spooledJSON(o *idem.SpooledOutcome) map[string]any {
 	return j
 }
 
+// cliKey reads a KEY argument: the key itself, or the key as the
+// Idempotency-Key header carries it, an sf-string ('"order-42"'), so that
+// a value copied from a request log finds its record.
+func cliKey(arg string) (idem.Key, error) {
+	if len(arg) >= 2 && arg[0] == '"' && arg[len(arg)-1] == '"' {
+		return idemhttp.ParseKeyHeader(arg)
+	}
+	return idem.ParseKey(arg)
+}
+
 func exitFailureIf(err error) int {
 	if err != nil {
 		return exitFailure
@@ -258,7 +277,7 @@ func cmdResolve(ctx context.Context, e *env, args []string) int {
 	if len(pos) != 1 {
 		return f.usageError("want exactly one KEY, got %d arguments", len(pos))
 	}
-	key, err := idem.ParseKey(pos[0])
+	key, err := cliKey(pos[0])
 	if err != nil {
 		return f.usageError("%v", err)
 	}
