@@ -15,7 +15,7 @@ import (
 // leave. It fails if the migration no longer has the line it removes, so
 // the evidence test cannot silently test the real schema.
 func (s *Store) CreateTableWithoutPrimaryKey(ctx context.Context) error {
-	stmts := migrations[0].statements(s.table)
+	stmts := migrationStatements(migrations[0], s.table)
 	const pk = "PRIMARY KEY (scope, `key`),"
 	if len(stmts) != 1 || !strings.Contains(stmts[0], pk) {
 		return fmt.Errorf("migration 1 has no %q line to remove", pk)

@@ -95,21 +95,26 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 
 // New returns a store that uses db, which must come from the
 // go-sql-driver/mysql driver. The caller keeps ownership of db: Close does
-// not close it. New does not contact the server; call [Store.Migrate] to
-// apply the schema. cfg.Migrate must be false here, because applying
-// migrations needs a context: New refuses it rather than ignore it.
+// not close it. With cfg.Migrate set it applies pending migrations first,
+// under ctx; otherwise it does not contact the server.
 //
 // For one round trip per statement, open db with interpolateParams=true.
 // Other DSN options (clientFoundRows, parseTime, loc) do not change the
 // store's behaviour.
-func New(db *sql.DB, cfg Config) (*Store, error) {
+func New(ctx context.Context, db *sql.DB, cfg Config) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("mysqlstore: New: db is nil")
 	}
-	if cfg.Migrate {
-		return nil, errors.New("mysqlstore: Config.Migrate is applied by Open only; after New, call Store.Migrate(ctx)")
+	s, err := newStore(db, cfg)
+	if err != nil {
+		return nil, err
 	}
-	return newStore(db, cfg)
+	if s.migrate {
+		if err := s.Migrate(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
 func newStore(db *sql.DB, cfg Config) (*Store, error) {

@@ -20,7 +20,7 @@ import (
 
 func openBatched(t testing.TB, path string, b Batch) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), Config{Path: path, Migrate: true, Batch: b})
+	s, err := Open(context.Background(), path, Config{Migrate: true, Batch: b})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -34,7 +34,7 @@ func TestConformanceBatched(t *testing.T) {
 	b := Batch{Window: time.Millisecond, MaxSize: 32}
 	storetest.Run(t, storetest.Harness{
 		NewStore: func(t *testing.T) idem.Store { return openBatched(t, tempPath(t), b) },
-		NewPeer:  func(t *testing.T, st idem.Store) idem.Store { return openBatched(t, st.(*Store).cfg.Path, b) },
+		NewPeer:  func(t *testing.T, st idem.Store) idem.Store { return openBatched(t, st.(*Store).cfg.path, b) },
 	})
 }
 
@@ -45,7 +45,7 @@ func TestBatchConfigValidated(t *testing.T) {
 		{Window: time.Millisecond, MaxSize: -1},
 		{Window: time.Millisecond, MaxSize: MaxBatchSize + 1},
 	} {
-		if s, err := Open(context.Background(), Config{Path: tempPath(t), Batch: b}); err == nil {
+		if s, err := Open(context.Background(), tempPath(t), Config{Batch: b}); err == nil {
 			_ = s.Close()
 			t.Errorf("Open accepted %+v", b)
 		}

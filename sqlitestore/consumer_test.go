@@ -21,7 +21,7 @@ type txFixture struct {
 func newTxFixture(t *testing.T) *txFixture {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: filepath.Join(t.TempDir(), "idem.db"), Migrate: true})
+	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "idem.db"), sqlitestore.Config{Migrate: true})
 	if err != nil {
 		t.Fatal(err)
 	}

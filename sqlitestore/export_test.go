@@ -23,7 +23,7 @@ const brokenSchema = `CREATE TABLE idem_records (
 func openBroken(t *testing.T) *Store {
 	t.Helper()
 	fsys := fstest.MapFS{"migrations/0001_records.sql": {Data: []byte(brokenSchema)}}
-	s, err := open(context.Background(), Config{Path: tempPath(t), Migrate: true},
+	s, err := open(context.Background(), tempPath(t), Config{Migrate: true},
 		&Store{migrations: fsys, brokenClaim: checkThenInsert})
 	if err != nil {
 		t.Fatalf("open broken store: %v", err)

@@ -15,8 +15,7 @@ import (
 func TestReconcile(t *testing.T) {
 	reconciletest.Run(t, func(t *testing.T) idem.Store {
 		t.Helper()
-		st, err := sqlitestore.Open(context.Background(), sqlitestore.Config{
-			Path: filepath.Join(t.TempDir(), "idem.db"), Synchronous: "NORMAL", Migrate: true})
+		st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "idem.db"), sqlitestore.Config{Synchronous: "NORMAL", Migrate: true})
 		if err != nil {
 			t.Fatal(err)
 		}

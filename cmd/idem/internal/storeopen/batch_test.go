@@ -43,7 +43,7 @@ func TestSQLiteOpenPassesOptions(t *testing.T) {
 	}
 	defer st.Close()
 	cfg := st.(*sqlitestore.Store).Config()
-	if cfg.Path != path || cfg.Synchronous != "NORMAL" || cfg.Batch != (sqlitestore.Batch{Window: 3 * time.Millisecond, MaxSize: 7}) {
+	if st.(*sqlitestore.Store).Path() != path || cfg.Synchronous != "NORMAL" || cfg.Batch != (sqlitestore.Batch{Window: 3 * time.Millisecond, MaxSize: 7}) {
 		t.Fatalf("config %+v", cfg)
 	}
 	if _, err := Open(context.Background(), "sqlite://"+path+"?batch=5s", Options{}); err == nil {

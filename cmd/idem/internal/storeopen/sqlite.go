@@ -56,10 +56,10 @@ func openSQLite(ctx context.Context, d DSN, opt Options) (idem.Store, error) {
 			return nil, fmt.Errorf("no database file %q (create one with `idem migrate --store %s`)", sd.path, d.Raw)
 		}
 	}
-	return sqlitestore.Open(ctx, sqlitestore.Config{
-		Path: sd.path, Migrate: opt.Migrate, Synchronous: sd.sync,
+	return sqlitestore.Open(ctx, sd.path, sqlitestore.Config{
+		Migrate: opt.Migrate, Synchronous: sd.sync,
 		Batch: sqlitestore.Batch{Window: sd.batch.window, MaxSize: sd.batch.size},
 	})
 }
 
-func sqliteMigrations(DSN) (string, error) { return sqlitestore.MigrationsScript() }
+func sqliteMigrations(DSN) (string, error) { return sqlitestore.MigrationsScript(sqlitestore.Config{}) }
