@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/sqlcodec"
 )
 
 // CreateTableWithoutPrimaryKey creates the records table as migration 1
@@ -41,7 +42,7 @@ func (c checkThenInsert) Claim(ctx context.Context, p idem.ClaimParams) (idem.Cl
 		return idem.ClaimResult{}, c.wrap("claim", err)
 	}
 	if _, err := c.q.ExecContext(ctx, c.sql.insert, p.Scope, p.Key, p.Fingerprint[:], p.AttemptID,
-		nullBytes(p.Intent), p.Now.UnixMicro(), micros(p.LeaseUntil)); err != nil {
+		sqlcodec.Bytes(p.Intent), p.Now.UnixMicro(), sqlcodec.Micros(p.LeaseUntil)); err != nil {
 		return idem.ClaimResult{}, c.wrap("claim", err)
 	}
 	return idem.ClaimResult{Record: newClaim(p, 1), Claimed: true}, nil

@@ -11,14 +11,11 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/claimmix"
+	"github.com/idemkit/idem/internal/sqlcodec"
 )
 
 // querier is what *sql.DB and *sql.Tx have in common.
-type querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
+type querier = sqlcodec.Querier
 
 // Store is an [idem.Store] backed by a MySQL or MariaDB table. It is safe
 // for concurrent use. Use [Open] or [New] to create one.

@@ -33,78 +33,24 @@ type batchReq struct {
 // acknowledged). Reads, the replay check of Claim included, never enter a
 // batch.
 type batcher struct {
-	s      *Store
-	window time.Duration
-	max    int
-	queue  chan *batchReq
-	quit   chan struct{}
-	done   chan struct{}
+	s *Store
+	q *groupcommit.Queue[*batchReq]
 }
 
 func newBatcher(s *Store, b Batch) *batcher {
-	bt := &batcher{
-		s: s, window: b.Window, max: b.MaxSize,
-		queue: make(chan *batchReq, b.MaxSize),
-		quit:  make(chan struct{}), done: make(chan struct{}),
-	}
-	go bt.loop()
+	bt := &batcher{s: s}
+	bt.q = groupcommit.Start(b, bt.flush, func(r *batchReq) { r.done <- idem.ErrClosed })
 	return bt
 }
 
 // stop ends the batcher after the batch in progress; requests still queued
 // get ErrClosed.
-func (b *batcher) stop() {
-	close(b.quit)
-	<-b.done
-}
+func (b *batcher) stop() { b.q.Stop() }
 
 // submit queues run and waits until its batch has committed.
 func (b *batcher) submit(ctx context.Context, run func(ctx context.Context, o ops) error) error {
 	r := &batchReq{run: run, done: make(chan error, 1)}
-	select {
-	case b.queue <- r:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-b.quit:
-		return idem.ErrClosed
-	}
-	select {
-	case err := <-r.done:
-		return err
-	case <-ctx.Done():
-		// Taken already, the write may still commit: as with a lost answer,
-		// the caller's retry recognises its own attempt.
-		r.ticket.Abandon()
-		return ctx.Err()
-	case <-b.quit:
-		if r.ticket.Abandon() {
-			return idem.ErrClosed
-		}
-		return <-r.done
-	}
-}
-
-func (b *batcher) loop() {
-	defer close(b.done)
-	for {
-		select {
-		case r := <-b.queue:
-			b.flush(b.collect(r))
-		case <-b.quit:
-			b.drain()
-			return
-		}
-	}
-}
-
-// collect gathers up to max requests, waiting at most the window after
-// the first; it keeps only requests whose callers are still waiting.
-func (b *batcher) collect(first *batchReq) []*batchReq {
-	return groupcommit.Collect(first, b.queue, b.quit, b.window, b.max)
-}
-
-func (b *batcher) drain() {
-	groupcommit.Drain(b.queue, func(r *batchReq) { r.done <- idem.ErrClosed })
+	return groupcommit.Submit(ctx, b.q, r, r.done, func(err error) error { return err }, func() error { return idem.ErrClosed })
 }
 
 // GroupTicket implements groupcommit.Request.
@@ -112,9 +58,6 @@ func (r *batchReq) GroupTicket() *groupcommit.Ticket { return &r.ticket }
 
 // flush runs one batch in one transaction and answers every request.
 func (b *batcher) flush(batch []*batchReq) {
-	if len(batch) == 0 {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
 	tx, err := b.s.writer.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see writerDSN)

@@ -1,9 +1,11 @@
 // Package groupcommit holds what the SQL stores' group commit shares: its
-// configuration and the collector that gathers queued writes into a batch.
-// Each store keeps its own way of running a batch in one transaction.
+// configuration, and the queue that takes writes from callers, gathers
+// them into batches and answers each caller. Each store keeps its own way
+// of running a batch in one transaction.
 package groupcommit
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -105,5 +107,82 @@ func Drain[R Request](queue <-chan R, fail func(R)) {
 		default:
 			return
 		}
+	}
+}
+
+// Queue is group commit's front, the same for every store: callers Submit
+// writes, and one goroutine gathers them into batches (Collect) and hands
+// each non-empty batch to the store's flush.
+type Queue[R Request] struct {
+	window time.Duration
+	max    int
+	queue  chan R
+	quit   chan struct{}
+	done   chan struct{}
+	flush  func([]R)
+	closed func(R)
+}
+
+// Start starts a queue for cfg, which is on and defaulted. flush runs on the
+// queue's goroutine, one batch at a time (a store that runs batches
+// concurrently starts its own goroutine there); closed answers a request
+// that is still queued when the queue stops.
+func Start[R Request](cfg Config, flush func([]R), closed func(R)) *Queue[R] {
+	q := &Queue[R]{
+		window: cfg.Window, max: cfg.MaxSize,
+		queue: make(chan R, cfg.MaxSize),
+		quit:  make(chan struct{}), done: make(chan struct{}),
+		flush: flush, closed: closed,
+	}
+	go q.loop()
+	return q
+}
+
+func (q *Queue[R]) loop() {
+	defer close(q.done)
+	for {
+		select {
+		case r := <-q.queue:
+			if batch := Collect(r, q.queue, q.quit, q.window, q.max); len(batch) > 0 {
+				q.flush(batch)
+			}
+		case <-q.quit:
+			Drain(q.queue, q.closed)
+			return
+		}
+	}
+}
+
+// Stop ends the queue once the flush in progress has returned; requests
+// still queued are answered with closed.
+func (q *Queue[R]) Stop() {
+	close(q.quit)
+	<-q.done
+}
+
+// Submit queues r and waits for its answer on done, which the store's flush
+// (or the queue's closed) sends once the batch holding r has committed. If
+// ctx ends first it returns canceled(ctx.Err()), and if the queue stops
+// first, stopped(); a request already taken into a batch may still be
+// written then, which the caller's retry recognises as its own attempt.
+func Submit[R Request, A any](ctx context.Context, q *Queue[R], r R, done <-chan A, canceled func(error) A, stopped func() A) A {
+	select {
+	case q.queue <- r:
+	case <-ctx.Done():
+		return canceled(ctx.Err())
+	case <-q.quit:
+		return stopped()
+	}
+	select {
+	case a := <-done:
+		return a
+	case <-ctx.Done():
+		r.GroupTicket().Abandon()
+		return canceled(ctx.Err())
+	case <-q.quit:
+		if r.GroupTicket().Abandon() {
+			return stopped()
+		}
+		return <-done
 	}
 }

@@ -1,7 +1,10 @@
 package groupcommit
 
 import (
+	"context"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -61,5 +64,56 @@ func TestWithDefaults(t *testing.T) {
 	}
 	if (Config{}).On() {
 		t.Fatal("the zero Config is on")
+	}
+}
+
+type qreq struct {
+	n    int
+	t    Ticket
+	done chan int
+}
+
+func (r *qreq) GroupTicket() *Ticket { return &r.t }
+
+func submit(ctx context.Context, q *Queue[*qreq], n int) int {
+	r := &qreq{n: n, done: make(chan int, 1)}
+	return Submit(ctx, q, r, r.done, func(error) int { return -1 }, func() int { return -2 })
+}
+
+// TestQueue: every caller gets the answer its batch's flush sent; a caller
+// whose context has ended, or who arrives after Stop, gets its own answer
+// without a batch.
+func TestQueue(t *testing.T) {
+	var batches atomic.Int32
+	q := Start(Config{Window: time.Millisecond, MaxSize: 8},
+		func(b []*qreq) {
+			batches.Add(1)
+			for _, r := range b {
+				r.done <- r.n * 10
+			}
+		},
+		func(r *qreq) { r.done <- -2 })
+	var wg sync.WaitGroup
+	for i := 1; i <= 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if got := submit(context.Background(), q, i); got != i*10 {
+				t.Errorf("caller %d got %d", i, got)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := batches.Load(); n < 3 || n > 20 {
+		t.Errorf("%d batches for 20 writes of at most 8", n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if got := submit(ctx, q, 1); got != -1 && got != 10 {
+		t.Errorf("canceled caller got %d", got)
+	}
+	q.Stop()
+	if got := submit(context.Background(), q, 1); got != -2 {
+		t.Errorf("caller after Stop got %d, want the stopped answer", got)
 	}
 }
