@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/groupcommit"
+	"github.com/idemkit/idem/internal/commitqueue"
 )
 
 // flushTimeout bounds one batch's round trips and commit. Callers do not
@@ -28,7 +28,7 @@ type batchReq struct {
 	scope, key string
 	sql        string
 	args       []any
-	ticket     groupcommit.Ticket
+	ticket     commitqueue.Ticket
 	done       chan batchRes // buffered: the batcher never blocks on it
 }
 
@@ -65,7 +65,7 @@ const maxInFlight = 4
 // fails, every caller gets the error: none was acknowledged.
 type batcher struct {
 	pool *pgxpool.Pool
-	q    *groupcommit.Queue[*batchReq]
+	q    *commitqueue.Queue[*batchReq]
 	// sem holds a token per batch in flight; flushing counts them for stop.
 	sem      chan struct{}
 	flushing sync.WaitGroup
@@ -75,7 +75,7 @@ type batcher struct {
 
 func newBatcher(pool *pgxpool.Pool, b Batch) *batcher {
 	bt := &batcher{pool: pool, sem: make(chan struct{}, maxInFlight)}
-	bt.q = groupcommit.Start(b, bt.start, func(r *batchReq) { r.done <- batchRes{err: errClosed("batch")} })
+	bt.q = commitqueue.Start(b, bt.start, func(r *batchReq) { r.done <- batchRes{err: errClosed("batch")} })
 	return bt
 }
 
@@ -89,7 +89,7 @@ func (b *batcher) stop() {
 // submit queues one statement and waits for its answer.
 func (b *batcher) submit(ctx context.Context, op, scope, key, sql string, args []any) batchRes {
 	r := &batchReq{scope: scope, key: key, sql: sql, args: args, done: make(chan batchRes, 1)}
-	return groupcommit.Submit(ctx, b.q, r, r.done,
+	return commitqueue.Submit(ctx, b.q, r, r.done,
 		func(err error) batchRes { return batchRes{err: wrap(op, err)} },
 		func() batchRes { return batchRes{err: errClosed(op)} })
 }
@@ -106,8 +106,8 @@ func (b *batcher) start(batch []*batchReq) {
 	}()
 }
 
-// GroupTicket implements groupcommit.Request.
-func (r *batchReq) GroupTicket() *groupcommit.Ticket { return &r.ticket }
+// GroupTicket implements commitqueue.Request.
+func (r *batchReq) GroupTicket() *commitqueue.Ticket { return &r.ticket }
 
 // flush runs one batch and answers every request in it.
 func (b *batcher) flush(batch []*batchReq) {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/groupcommit"
+	"github.com/idemkit/idem/internal/commitqueue"
 )
 
 // flushTimeout bounds one batch on the writer. Callers do not wait for it:
@@ -18,7 +18,7 @@ const flushTimeout = 30 * time.Second
 // of the caller's; the caller reads them only after done delivers.
 type batchReq struct {
 	run    func(ctx context.Context, o ops) error
-	ticket groupcommit.Ticket
+	ticket commitqueue.Ticket
 	done   chan error // buffered: the writer never blocks on it
 }
 
@@ -34,12 +34,12 @@ type batchReq struct {
 // batch.
 type batcher struct {
 	s *Store
-	q *groupcommit.Queue[*batchReq]
+	q *commitqueue.Queue[*batchReq]
 }
 
 func newBatcher(s *Store, b Batch) *batcher {
 	bt := &batcher{s: s}
-	bt.q = groupcommit.Start(b, bt.flush, func(r *batchReq) { r.done <- idem.ErrClosed })
+	bt.q = commitqueue.Start(b, bt.flush, func(r *batchReq) { r.done <- idem.ErrClosed })
 	return bt
 }
 
@@ -50,11 +50,11 @@ func (b *batcher) stop() { b.q.Stop() }
 // submit queues run and waits until its batch has committed.
 func (b *batcher) submit(ctx context.Context, run func(ctx context.Context, o ops) error) error {
 	r := &batchReq{run: run, done: make(chan error, 1)}
-	return groupcommit.Submit(ctx, b.q, r, r.done, func(err error) error { return err }, func() error { return idem.ErrClosed })
+	return commitqueue.Submit(ctx, b.q, r, r.done, func(err error) error { return err }, func() error { return idem.ErrClosed })
 }
 
-// GroupTicket implements groupcommit.Request.
-func (r *batchReq) GroupTicket() *groupcommit.Ticket { return &r.ticket }
+// GroupTicket implements commitqueue.Request.
+func (r *batchReq) GroupTicket() *commitqueue.Ticket { return &r.ticket }
 
 // flush runs one batch in one transaction and answers every request.
 func (b *batcher) flush(batch []*batchReq) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/groupcommit"
 	"github.com/idemkit/idem/storetest"
 )
 
@@ -41,9 +42,9 @@ func TestConformanceBatched(t *testing.T) {
 func TestBatchConfigValidated(t *testing.T) {
 	for _, b := range []Batch{
 		{Window: -time.Millisecond},
-		{Window: 2 * MaxBatchWindow},
+		{Window: 2 * groupcommit.MaxWindow},
 		{Window: time.Millisecond, MaxSize: -1},
-		{Window: time.Millisecond, MaxSize: MaxBatchSize + 1},
+		{Window: time.Millisecond, MaxSize: groupcommit.MaxSize + 1},
 	} {
 		if s, err := Open(context.Background(), tempPath(t), Config{Batch: b}); err == nil {
 			_ = s.Close()
@@ -60,7 +61,7 @@ func TestBatchConfigValidated(t *testing.T) {
 func TestBatchNeighbourFailure(t *testing.T) {
 	const n = 10
 	path := tempPath(t)
-	s := openBatched(t, path, Batch{Window: MaxBatchWindow, MaxSize: n + 2})
+	s := openBatched(t, path, Batch{Window: groupcommit.MaxWindow, MaxSize: n + 2})
 	ctx := context.Background()
 	held := mustClaim(t, s, claimParams("held", "owner"))
 	version := observer(t, path)
@@ -119,7 +120,7 @@ func TestBatchNeighbourFailure(t *testing.T) {
 func TestBatchOneCommitPerBatch(t *testing.T) {
 	const n = 16
 	path := tempPath(t)
-	s := openBatched(t, path, Batch{Window: MaxBatchWindow, MaxSize: n})
+	s := openBatched(t, path, Batch{Window: groupcommit.MaxWindow, MaxSize: n})
 	version := observer(t, path)
 	before := version()
 	var wg sync.WaitGroup

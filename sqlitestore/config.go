@@ -7,7 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idem/internal/groupcommit"
+	"github.com/idemkit/idem/groupcommit"
+	"github.com/idemkit/idem/internal/commitqueue"
 )
 
 // Config configures [Open]. The zero value of every field selects its
@@ -44,18 +45,8 @@ type Config struct {
 	Batch Batch
 }
 
-// Batch configures group commit; see groupcommit.Config's fields: Window
-// (zero, the default, is off; at most [MaxBatchWindow]) and MaxSize (at most
-// [MaxBatchSize]; [DefaultBatchSize] when Window is set). Each caller is
-// answered only after the transaction holding its write has committed.
+// Batch is [groupcommit.Config]: the window and batch size of group commit.
 type Batch = groupcommit.Config
-
-// Group commit limits and defaults.
-const (
-	DefaultBatchSize = groupcommit.DefaultSize
-	MaxBatchSize     = groupcommit.MaxSize
-	MaxBatchWindow   = groupcommit.MaxWindow
-)
 
 // Defaults.
 const (
@@ -91,7 +82,7 @@ func (c Config) withDefaults() (Config, error) {
 	case c.ReadConns == 0:
 		c.ReadConns = DefaultReadConns
 	}
-	c.Batch, err = c.Batch.WithDefaults("sqlitestore")
+	c.Batch, err = commitqueue.Defaults("sqlitestore", c.Batch)
 	return c, err
 }
 

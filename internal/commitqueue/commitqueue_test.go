@@ -1,4 +1,4 @@
-package groupcommit
+package commitqueue
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem/groupcommit"
 )
 
 type req struct {
@@ -52,17 +54,17 @@ func TestCollect(t *testing.T) {
 	}
 }
 
-func TestWithDefaults(t *testing.T) {
-	c, err := Config{Window: time.Millisecond}.WithDefaults("x")
-	if err != nil || c.MaxSize != DefaultSize || !c.On() {
+func TestDefaults(t *testing.T) {
+	c, err := Defaults("x", groupcommit.Config{Window: time.Millisecond})
+	if err != nil || c.MaxSize != groupcommit.DefaultSize || !c.On() {
 		t.Fatalf("%+v, %v", c, err)
 	}
-	for _, bad := range []Config{{Window: -1}, {Window: 2 * time.Second}, {MaxSize: MaxSize + 1}, {MaxSize: -1}} {
-		if _, err := bad.WithDefaults("pgstore"); err == nil || !strings.Contains(err.Error(), "pgstore: Config.Batch.") {
+	for _, bad := range []groupcommit.Config{{Window: -1}, {Window: 2 * time.Second}, {MaxSize: groupcommit.MaxSize + 1}, {MaxSize: -1}} {
+		if _, err := Defaults("pgstore", bad); err == nil || !strings.Contains(err.Error(), "pgstore: Config.Batch.") {
 			t.Errorf("%+v: %v", bad, err)
 		}
 	}
-	if (Config{}).On() {
+	if (groupcommit.Config{}).On() {
 		t.Fatal("the zero Config is on")
 	}
 }
@@ -85,7 +87,7 @@ func submit(ctx context.Context, q *Queue[*qreq], n int) int {
 // without a batch.
 func TestQueue(t *testing.T) {
 	var batches atomic.Int32
-	q := Start(Config{Window: time.Millisecond, MaxSize: 8},
+	q := Start(groupcommit.Config{Window: time.Millisecond, MaxSize: 8},
 		func(b []*qreq) {
 			batches.Add(1)
 			for _, r := range b {

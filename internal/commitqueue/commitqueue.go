@@ -1,8 +1,9 @@
-// Package groupcommit holds what the SQL stores' group commit shares: its
-// configuration, and the queue that takes writes from callers, gathers
-// them into batches and answers each caller. Each store keeps its own way
-// of running a batch in one transaction.
-package groupcommit
+// Package commitqueue is what the SQL stores' group commit shares: the
+// queue that takes writes from callers, gathers them into batches and
+// answers each caller, and the checks of its configuration (the public
+// [groupcommit.Config]). Each store keeps its own way of running a batch in
+// one transaction.
+package commitqueue
 
 import (
 	"context"
@@ -10,46 +11,20 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemkit/idem/groupcommit"
 )
 
-// Config configures group commit. Each caller is answered only after the
-// transaction holding its write has committed, so a claim is durable before
-// its effect runs whether batching is on or off.
-type Config struct {
-	// Window is how long a batch waits, after its first write arrives, for
-	// others to join it; it bounds the latency batching adds. Zero turns
-	// group commit off; at most [MaxWindow]. Defaults to 0 (off).
-	Window time.Duration
-
-	// MaxSize caps the writes in one batch; a full batch is written at once
-	// without waiting for the rest of the window. At most [MaxSize].
-	// Defaults to [DefaultSize] when Window is set. Set it to about the
-	// number of callers writing at once: a batch that cannot fill waits out
-	// the whole window (measured on SQLite with 64 callers and a 2 ms
-	// window: MaxSize 128 gave 2.5 times raw's throughput, 64 gave 6.7).
-	MaxSize int
-}
-
-// Limits and defaults.
-const (
-	DefaultSize = 128
-	MaxSize     = 4096
-	MaxWindow   = time.Second
-)
-
-// On reports whether group commit is enabled.
-func (c Config) On() bool { return c.Window > 0 }
-
-// WithDefaults validates c and fills in MaxSize. Errors name the field as
-// pkg.Config.Batch.X.
-func (c Config) WithDefaults(pkg string) (Config, error) {
+// Defaults validates c and fills in MaxSize. Errors name the field as
+// pkg: Config.Batch.X.
+func Defaults(pkg string, c groupcommit.Config) (groupcommit.Config, error) {
 	switch {
-	case c.Window < 0 || c.Window > MaxWindow:
-		return c, fmt.Errorf("%s: Config.Batch.Window %s is outside [0, %s]", pkg, c.Window, MaxWindow)
-	case c.MaxSize < 0 || c.MaxSize > MaxSize:
-		return c, fmt.Errorf("%s: Config.Batch.MaxSize %d is outside [0, %d]", pkg, c.MaxSize, MaxSize)
+	case c.Window < 0 || c.Window > groupcommit.MaxWindow:
+		return c, fmt.Errorf("%s: Config.Batch.Window %s is outside [0, %s]", pkg, c.Window, groupcommit.MaxWindow)
+	case c.MaxSize < 0 || c.MaxSize > groupcommit.MaxSize:
+		return c, fmt.Errorf("%s: Config.Batch.MaxSize %d is outside [0, %d]", pkg, c.MaxSize, groupcommit.MaxSize)
 	case c.MaxSize == 0:
-		c.MaxSize = DefaultSize
+		c.MaxSize = groupcommit.DefaultSize
 	}
 	return c, nil
 }
@@ -127,7 +102,7 @@ type Queue[R Request] struct {
 // queue's goroutine, one batch at a time (a store that runs batches
 // concurrently starts its own goroutine there); closed answers a request
 // that is still queued when the queue stops.
-func Start[R Request](cfg Config, flush func([]R), closed func(R)) *Queue[R] {
+func Start[R Request](cfg groupcommit.Config, flush func([]R), closed func(R)) *Queue[R] {
 	q := &Queue[R]{
 		window: cfg.Window, max: cfg.MaxSize,
 		queue: make(chan R, cfg.MaxSize),
