@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idem/internal/bench"
-	"github.com/idemkit/idem/internal/storeopen"
+	"github.com/idemkit/idem/cmd/idem/internal/bench"
+	"github.com/idemkit/idem/cmd/idem/internal/storeopen"
 )
 
 // cmdBench measures the engine against the raw driver of the same store.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/durations"
+	"github.com/idemkit/idem/internal/httpsyntax"
 )
 
 // flags is one command's flag set with its usage text.
@@ -191,18 +192,4 @@ func parseStatusList(s string) ([]int, error) {
 
 // isToken reports whether s is an HTTP token (RFC 9110, section 5.6.2):
 // the syntax of a method and of a header field name.
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
+func isToken(s string) bool { return httpsyntax.IsToken(s) }

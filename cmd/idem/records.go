@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/cmd/idem/internal/storeopen"
 	"github.com/idemkit/idem/idemhttp"
-	"github.com/idemkit/idem/internal/storeopen"
 )
 
 func cmdMigrate(ctx context.Context, e *env, args []string) int {

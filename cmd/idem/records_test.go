@@ -32,7 +32,7 @@ func seedSQLite(t *testing.T, result []byte, reqs ...idem.Request) string {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "idem.db")
-	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: path, Migrate: true})
+	st, err := sqlitestore.Open(ctx, path, sqlitestore.Config{Migrate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestSweepPrintsProgress(t *testing.T) {
 	sweepProgressAfter = 0
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "idem.db")
-	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: path, Migrate: true, Synchronous: "NORMAL"})
+	st, err := sqlitestore.Open(ctx, path, sqlitestore.Config{Migrate: true, Synchronous: "NORMAL"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestGetShowsIntentAndResponse(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "idem.db")
-	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: path, Migrate: true})
+	st, err := sqlitestore.Open(ctx, path, sqlitestore.Config{Migrate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
