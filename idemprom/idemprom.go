@@ -6,8 +6,9 @@
 //	idem_requests_total{operation,outcome}      engine calls by outcome (first, replay, conflict, mismatch, released, failed, unknown, fenced, error, cancelled)
 //	idem_in_flight{operation}                   effects running now
 //	idem_wait_seconds                           time duplicates waited for an in-flight attempt
-//	idem_store_op_duration_seconds{op,result}   store operation latency (result: ok, error or cancelled)
+//	idem_store_op_duration_seconds{op,result}   store operation latency (result: ok, error, or cancelled when the caller went away)
 //	idem_client_gone_total{operation}           clients that went away before their response reached them
+//	idem_spooled_outcomes                       outcomes held in the engine's spool, waiting for the store
 //	idem_duplicate_ratio                        share of calls that found the key already used (replay, conflict, mismatch)
 //
 // [NewStoreCollector] adds the unknown-record gauges (idem_unknown_records,
@@ -33,6 +34,7 @@ type Observer struct {
 	wait     prometheus.Histogram
 	storeOp  *prometheus.HistogramVec
 	gone     *prometheus.CounterVec
+	spooled  prometheus.Gauge
 
 	calls, duplicates atomic.Int64 // for idem_duplicate_ratio
 }
@@ -64,12 +66,16 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 			Name: "idem_client_gone_total",
 			Help: "Clients that went away (disconnected or stopped reading) after their effect started, before its response reached them; the outcome is kept.",
 		}, []string{"operation"}),
+		spooled: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "idem_spooled_outcomes",
+			Help: "Outcomes held in the engine's local spool because the store could not take them; applied when it answers.",
+		}),
 	}
 	ratio := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "idem_duplicate_ratio",
 		Help: "Share of engine calls (store errors excluded) that found their key already used: replay, conflict or mismatch.",
 	}, o.duplicateRatio)
-	for _, c := range []prometheus.Collector{o.requests, o.inFlight, o.wait, o.storeOp, o.gone, ratio} {
+	for _, c := range []prometheus.Collector{o.requests, o.inFlight, o.wait, o.storeOp, o.gone, o.spooled, ratio} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -89,6 +95,8 @@ func (o *Observer) Observe(ctx context.Context, ev idem.Event) {
 		o.countDuplicate(ev.Outcome)
 	case idem.EventInFlight:
 		o.inFlight.WithLabelValues(ev.Operation).Add(float64(ev.Delta))
+	case idem.EventSpool:
+		o.spooled.Add(float64(ev.Delta))
 	case idem.EventWait:
 		o.wait.Observe(ev.Duration.Seconds())
 	case idem.EventStore:
@@ -112,10 +120,12 @@ func (o *Observer) Observe(ctx context.Context, ev idem.Event) {
 const cancelledLabel = "cancelled"
 
 // cancelled reports whether a failed call or store operation failed
-// because its caller's context was cancelled. A deadline is not counted:
-// a store too slow for the time it was given is failing.
+// because its caller went away: the error is the context's, or the
+// caller's context was cancelled while it ran (a driver then reports the
+// interruption with an error of its own).
 func cancelled(ctx context.Context, err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(ctx.Err(), context.Canceled)
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(ctx.Err(), context.Canceled)
 }
 
 // contractAnswer reports errors that are the store contract's normal
@@ -136,7 +146,7 @@ func (o *Observer) InFlight() *prometheus.GaugeVec { return o.inFlight }
 
 func (o *Observer) countDuplicate(out idem.Outcome) {
 	switch out {
-	case idem.OutcomeError:
+	case idem.OutcomeError, idem.OutcomeCancelled:
 		return // nothing was decided about the key
 	case idem.OutcomeReplay, idem.OutcomeConflict, idem.OutcomeMismatch:
 		o.duplicates.Add(1)

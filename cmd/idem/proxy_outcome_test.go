@@ -40,7 +40,6 @@ func metricsHas(t *testing.T, p *proc, line string) {
 // the upstream call goes on and its response is recorded, so the retry,
 // sent once the upstream finished, replays it byte for byte.
 func TestProxyClientTimeoutThenRetryReplays(t *testing.T) {
-	t.Skip("needs detached effect context")
 	forEachProxyStore(t, func(t *testing.T, dsn string) {
 		finished := make(chan struct{})
 		up := newTestUpstream(t, func(w http.ResponseWriter, r *http.Request) {
