@@ -165,3 +165,32 @@ func TestProxyStalledBodyIsUnknown(t *testing.T) {
 		wantRetryUnknown(t, p, up)
 	})
 }
+
+// A client that resets its connection while the upstream works: the
+// upstream call goes on, its response is recorded and replayed, and the
+// client's leaving is counted, not turned into unknown.
+func TestProxyClientResetDuringUpstream(t *testing.T) {
+	forEachProxyStore(t, func(t *testing.T, dsn string) {
+		proceed := make(chan struct{})
+		up := newTestUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			<-proceed
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"refund":"re_1"}`))
+		})
+		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--admin", "127.0.0.1:0", "--in-flight", "wait", "--wait", "20s")
+		c := rawhttp.Post(t, p.addr, "/x", `"k"`, `{}`, -1)
+		<-up.arrived
+		rawhttp.Reset(t, c)
+		metricsHas(t, p, `idem_in_flight{operation="POST"} 1`)
+		close(proceed)
+		metricsHas(t, p, `idem_client_gone_total{operation="POST"} 1`)
+		r := send(t, "POST", p.url("/x"), `"k"`, `{}`)
+		wantCode(t, r, http.StatusCreated, "")
+		if r.body != `{"refund":"re_1"}` || r.header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("retry: %q %v", r.body, r.header)
+		}
+		if n := up.count("/x"); n != 1 {
+			t.Fatalf("upstream saw %d requests, want 1", n)
+		}
+	})
+}
