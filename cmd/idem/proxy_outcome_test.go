@@ -194,3 +194,25 @@ func TestProxyClientResetDuringUpstream(t *testing.T) {
 		}
 	})
 }
+
+// An upstream that answers a protected request with 101 Switching
+// Protocols: the outcome is unknown (504, then 409), never an empty 200.
+func TestProxyUpstreamSwitchingProtocolsIsUnknown(t *testing.T) {
+	t.Parallel()
+	up := newTestUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = conn.Write([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"))
+		_, _ = io.Copy(io.Discard, conn) // until the proxy lets go
+	})
+	p := startProxy(t, "--upstream", up.URL, "--store", "memory://")
+	r := send(t, "POST", p.url("/x"), `"k"`, `{}`)
+	wantCode(t, r, http.StatusGatewayTimeout, "upstream-timeout")
+	if !strings.Contains(r.body, "101") {
+		t.Errorf("problem does not name the 101: %s", r.body)
+	}
+	wantRetryUnknown(t, p, up)
+}
