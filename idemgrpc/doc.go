@@ -1,0 +1,2 @@
+// Package idemgrpc makes unary gRPC calls idempotent.
+package idemgrpc
