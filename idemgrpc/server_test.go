@@ -336,7 +336,7 @@ func TestReleasedAnswersRunAgain(t *testing.T) {
 
 func TestUnknownOutcomeAborted(t *testing.T) {
 	for name, hook := range map[string]func(ctx context.Context) error{
-		"deadline status": func(context.Context) error { return status.Error(codes.DeadlineExceeded, "provider timed out") },
+		"deadline status":  func(context.Context) error { return status.Error(codes.DeadlineExceeded, "provider timed out") },
 		"cancelled status": func(context.Context) error { return status.Error(codes.Canceled, "provider call cancelled") },
 		"idem.Unknown":     func(context.Context) error { return idem.Unknown(status.Error(codes.Internal, "provider said 502")) },
 		"effect timeout": func(ctx context.Context) error {
@@ -493,4 +493,3 @@ func TestTCPLoopback(t *testing.T) {
 		t.Fatalf("replay over TCP: %v, replayed %v, %v", err, rep, second)
 	}
 }
-
