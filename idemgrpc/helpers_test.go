@@ -16,6 +16,7 @@ import (
 	"github.com/idemkit/idem/sqlitestore"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -108,6 +109,10 @@ type setup struct {
 	before []grpc.UnaryServerInterceptor // run before idemgrpc's
 	dial   []grpc.DialOption
 	tcp    bool
+	// srvOpts are more server options; creds the client's transport
+	// credentials (default: insecure).
+	srvOpts []grpc.ServerOption
+	creds   credentials.TransportCredentials
 }
 
 func newEnv(t *testing.T, st idem.Store, svc *payments, s setup) *env {
@@ -130,11 +135,15 @@ func serve(t *testing.T, eng *idem.Engine, svc *payments, s setup) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(append(s.before, ic)...))
+	srv := grpc.NewServer(append(s.srvOpts, grpc.ChainUnaryInterceptor(append(s.before, ic)...))...)
 	testpb.RegisterPaymentsServer(srv, svc)
 	var lis net.Listener
 	target := "passthrough:///bufnet"
-	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	creds := s.creds
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	dial := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
 	if s.tcp {
 		if lis, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 			t.Fatal(err)

@@ -441,6 +441,24 @@ func TestResponseTooLarge(t *testing.T) {
 	}
 }
 
+// A handler that returns neither a response nor an error is answered
+// Internal, and that answer is recorded like any other.
+func TestNoAnswer(t *testing.T) {
+	svc := &payments{hook: func(context.Context, *testpb.ChargeRequest, int64) (*testpb.ChargeResponse, error) {
+		return nil, nil
+	}}
+	e := newEnv(t, memstoreFor(t), svc, setup{})
+	for i := range 2 {
+		_, rep, err := e.charge(t, "k1", chargeReq)
+		if status.Code(err) != codes.Internal || rep != (i == 1) {
+			t.Fatalf("call %d: %v, replayed %v; want Internal, replayed on the second", i, err, rep)
+		}
+	}
+	if n := svc.calls.Load(); n != 1 {
+		t.Fatalf("handler ran %d times, want 1", n)
+	}
+}
+
 func TestAttemptFromForwardsTheKey(t *testing.T) {
 	var got string
 	svc := &payments{hook: func(ctx context.Context, _ *testpb.ChargeRequest, _ int64) (*testpb.ChargeResponse, error) {
