@@ -18,15 +18,24 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 )
 
-// exampleServer serves the test service behind interceptor on an
-// in-memory listener and returns a connection to it through the client
-// interceptor (with cfg).
-func exampleServer(interceptor grpc.UnaryServerInterceptor, svc testpb.PaymentsServer, cfg idemgrpc.ClientConfig) (*grpc.ClientConn, func()) {
+// exampleServer serves the test service behind idemgrpc's server
+// interceptor (cfg, over an in-memory store) on an in-memory listener, and
+// returns a client of it through the client interceptor (ccfg) and a stop
+// function.
+func exampleServer(cfg idemgrpc.Config, svc testpb.PaymentsServer, ccfg idemgrpc.ClientConfig) (testpb.PaymentsClient, func()) {
+	eng, err := idem.New(memstore.New(), idem.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	interceptor, err := idemgrpc.UnaryServerInterceptor(eng, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer(grpc.UnaryInterceptor(interceptor))
 	testpb.RegisterPaymentsServer(srv, svc)
 	go func() { _ = srv.Serve(lis) }()
-	cic, err := idemgrpc.UnaryClientInterceptor(cfg)
+	cic, err := idemgrpc.UnaryClientInterceptor(ccfg)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -37,28 +46,18 @@ func exampleServer(interceptor grpc.UnaryServerInterceptor, svc testpb.PaymentsS
 	if err != nil {
 		log.Fatal(err)
 	}
-	return conn, func() { conn.Close(); srv.Stop() }
+	return testpb.NewPaymentsClient(conn), func() { conn.Close(); srv.Stop(); eng.Close() }
 }
 
 // The second call with the same key is answered from the record: the
 // handler ran once, and the trailer says it was a replay.
 func ExampleUnaryServerInterceptor() {
-	eng, err := idem.New(memstore.New(), idem.Config{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer eng.Close()
-	interceptor, err := idemgrpc.UnaryServerInterceptor(eng, idemgrpc.Config{
+	svc := &payments{}
+	client, stop := exampleServer(idemgrpc.Config{
 		Scope: idemgrpc.GlobalScope, // or idemgrpc.TLSPeerScope, idemgrpc.MetadataScope(...)
 		Rules: []idemgrpc.Rule{{Pattern: "/idem.test.v1.Payments/", Requirement: idemgrpc.Required}},
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	svc := &payments{}
-	conn, stop := exampleServer(interceptor, svc, idemgrpc.ClientConfig{})
+	}, svc, idemgrpc.ClientConfig{})
 	defer stop()
-	client := testpb.NewPaymentsClient(conn)
 
 	ctx := idemgrpc.WithKey(context.Background(), idem.MustDeriveKey("charge", 1, "order-42"))
 	for range 2 {
@@ -79,20 +78,11 @@ func ExampleUnaryServerInterceptor() {
 // The client refuses to send a call to a non-idempotent method without a
 // key, so that no retry can apply it twice.
 func ExampleUnaryClientInterceptor() {
-	eng, err := idem.New(memstore.New(), idem.Config{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer eng.Close()
-	interceptor, err := idemgrpc.UnaryServerInterceptor(eng, idemgrpc.Config{Scope: idemgrpc.GlobalScope})
-	if err != nil {
-		log.Fatal(err)
-	}
-	conn, stop := exampleServer(interceptor, &payments{}, idemgrpc.ClientConfig{
+	client, stop := exampleServer(idemgrpc.Config{Scope: idemgrpc.GlobalScope}, &payments{}, idemgrpc.ClientConfig{
 		Rules: []idemgrpc.Rule{{Pattern: "/idem.test.v1.Payments/Charge", Requirement: idemgrpc.Required}},
 	})
 	defer stop()
-	_, err = testpb.NewPaymentsClient(conn).Charge(context.Background(), &testpb.ChargeRequest{Amount: 1000})
+	_, err := client.Charge(context.Background(), &testpb.ChargeRequest{Amount: 1000})
 	fmt.Println(errors.Is(err, idemgrpc.ErrKeyRequired), status.Code(err))
 	// Output: true FailedPrecondition
 }
@@ -100,21 +90,11 @@ func ExampleUnaryClientInterceptor() {
 // A key reused with a different request is refused, naming the fields
 // that differ.
 func ExampleReason() {
-	eng, err := idem.New(memstore.New(), idem.Config{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer eng.Close()
-	interceptor, err := idemgrpc.UnaryServerInterceptor(eng, idemgrpc.Config{Scope: idemgrpc.GlobalScope})
-	if err != nil {
-		log.Fatal(err)
-	}
-	conn, stop := exampleServer(interceptor, &payments{}, idemgrpc.ClientConfig{})
+	client, stop := exampleServer(idemgrpc.Config{Scope: idemgrpc.GlobalScope}, &payments{}, idemgrpc.ClientConfig{})
 	defer stop()
-	client := testpb.NewPaymentsClient(conn)
 	ctx := idemgrpc.WithKey(context.Background(), "k-1")
 	_, _ = client.Charge(ctx, &testpb.ChargeRequest{Account: "acct_1", Amount: 1000})
-	_, err = client.Charge(ctx, &testpb.ChargeRequest{Account: "acct_1", Amount: 5000})
+	_, err := client.Charge(ctx, &testpb.ChargeRequest{Account: "acct_1", Amount: 5000})
 	fmt.Println(status.Code(err), idemgrpc.Reason(err))
 	// Output: FailedPrecondition KEY_MISMATCH
 }
