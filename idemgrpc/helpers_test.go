@@ -115,7 +115,7 @@ type setup struct {
 	creds   credentials.TransportCredentials
 }
 
-func newEnv(t *testing.T, st idem.Store, svc *payments, s setup) *env {
+func newEnv(t testing.TB, st idem.Store, svc *payments, s setup) *env {
 	t.Helper()
 	eng, err := idem.New(st, s.ecfg)
 	if err != nil {
@@ -129,7 +129,7 @@ func newEnv(t *testing.T, st idem.Store, svc *payments, s setup) *env {
 }
 
 // serve starts a server running eng and a client connected to it.
-func serve(t *testing.T, eng *idem.Engine, svc *payments, s setup) *env {
+func serve(t testing.TB, eng *idem.Engine, svc *payments, s setup) *env {
 	t.Helper()
 	ic, err := idemgrpc.UnaryServerInterceptor(eng, s.cfg)
 	if err != nil {
@@ -241,6 +241,10 @@ func (c *claimWatch) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimR
 
 var chargeReq = &testpb.ChargeRequest{Account: "acct_1", Amount: 1000, Currency: "EUR", Source: &testpb.ChargeRequest_Card{Card: "tok_visa"}}
 
-func memstoreFor(t *testing.T) idem.Store {
-	return storeCases()[0].open(t)
+func memstoreFor(t testing.TB) idem.Store {
+	st := memstore.New()
+	t.Cleanup(func() { _ = st.Close() })
+	return st
 }
+
+func benchEnv(b *testing.B) *env { return newEnv(b, memstoreFor(b), &payments{}, setup{}) }
