@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -11,13 +12,19 @@ import (
 	"github.com/idemkit/idem/idemgrpc"
 	"github.com/idemkit/idem/idemgrpc/internal/testpb"
 	"github.com/idemkit/idem/internal/crashtest"
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 )
 
-func TestMain(m *testing.M) { crashtest.Main(m, crashChild) }
+func TestMain(m *testing.M) {
+	if os.Getenv("IDEM_CRASH_CHILD") == "1" {
+		crashtest.Main(m, crashChild) // exits
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // crashChild is the server process of TestKillMidHandler: the test
 // service behind idemgrpc on the SQLite file the parent names, over TCP

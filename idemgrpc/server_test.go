@@ -413,6 +413,38 @@ func TestScopes(t *testing.T) {
 	}
 }
 
+func TestScopeInvalid(t *testing.T) {
+	e := newEnv(t, memstoreFor(t), &payments{}, setup{cfg: idemgrpc.Config{
+		Scope: func(context.Context, string) (string, error) { return "tenant\x00a", nil }}})
+	_, _, err := e.charge(t, "k1", chargeReq)
+	if status.Code(err) != codes.InvalidArgument || idemgrpc.Reason(err) != idemgrpc.ReasonScopeInvalid {
+		t.Fatalf("got %v, want InvalidArgument %s", err, idemgrpc.ReasonScopeInvalid)
+	}
+	if n := e.svc.calls.Load(); n != 0 {
+		t.Fatalf("handler ran %d times", n)
+	}
+}
+
+// A record whose answer cannot be decoded is refused, never re-run.
+func TestRecordUnreadable(t *testing.T) {
+	e := newEnv(t, memstoreFor(t), &payments{}, setup{})
+	fp, err := idemgrpc.Fingerprint(chargeMethod, chargeReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.eng.DoBytes(context.Background(), idem.Request{Key: "k1", Fingerprint: fp},
+		func(context.Context, *idem.Attempt) ([]byte, error) { return []byte("not an answer"), nil }); err != nil {
+		t.Fatal(err)
+	}
+	_, rep, err := e.charge(t, "k1", chargeReq)
+	if status.Code(err) != codes.Internal || idemgrpc.Reason(err) != idemgrpc.ReasonRecordUnreadable || !rep {
+		t.Fatalf("got %v, replayed %v; want Internal %s", err, rep, idemgrpc.ReasonRecordUnreadable)
+	}
+	if n := e.svc.calls.Load(); n != 0 {
+		t.Fatalf("handler ran %d times", n)
+	}
+}
+
 func TestScopeRequired(t *testing.T) {
 	eng, err := idem.New(memstoreFor(t), idem.Config{})
 	if err != nil {
