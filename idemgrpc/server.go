@@ -157,7 +157,7 @@ func (c *call) effect(ctx context.Context, a *idem.Attempt) ([]byte, error) {
 	}
 	rec, outErr := c.s.outcome(ctx, resp, herr)
 	if rec != nil && rec.status != nil && herr == nil {
-		// The response could not be encoded: answer what is recorded.
+		// The response could not be recorded: answer what is.
 		resp, herr = nil, status.ErrorProto(rec.status)
 	}
 	c.mu.Lock()
@@ -186,7 +186,10 @@ func (s *server) outcome(ctx context.Context, resp any, herr error) (*answer, er
 		}
 		return s.bounded(&answer{status: status.Convert(clientError(herr)).Proto()}, code), nil
 	}
-	m := resp.(proto.Message) // a generated handler returns its response message
+	m, ok := resp.(proto.Message)
+	if !ok {
+		return &answer{status: status.New(codes.Internal, "idemgrpc: the response is not a protobuf message").Proto()}, nil
+	}
 	b, err := deterministic.Marshal(m)
 	if err != nil {
 		return &answer{status: status.New(codes.Internal, "idemgrpc: the response cannot be encoded").Proto()}, nil

@@ -543,3 +543,29 @@ func TestTCPLoopback(t *testing.T) {
 		t.Fatalf("replay over TCP: %v, replayed %v, %v", err, rep, second)
 	}
 }
+
+// A response that is not a protobuf message (a handler behind another
+// codec) is answered and recorded as Internal, not a panic.
+func TestNonProtoResponse(t *testing.T) {
+	eng, err := idem.New(memstoreFor(t), idem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	ic, err := idemgrpc.UnaryServerInterceptor(eng, idemgrpc.Config{Scope: idemgrpc.GlobalScope})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(idemgrpc.MetadataKey, "k1"))
+	info := &grpc.UnaryServerInfo{FullMethod: chargeMethod}
+	runs := 0
+	h := func(context.Context, any) (any, error) { runs++; return "not a message", nil }
+	for range 2 {
+		if _, err := ic(ctx, chargeReq, info, h); status.Code(err) != codes.Internal {
+			t.Fatalf("got %v, want Internal", err)
+		}
+	}
+	if runs != 1 {
+		t.Fatalf("handler ran %d times, want 1", runs)
+	}
+}
