@@ -7,38 +7,28 @@ import (
 	"sync"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemhttp"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 )
 
-// Requirement declares whether a method takes an idempotency key.
-type Requirement int
+// Requirement declares whether a method takes an idempotency key. It is
+// idemhttp's: the same three answers for a method as for a route.
+type Requirement = idemhttp.Requirement
 
 const (
 	// Exempt methods pass through untouched: no key is read, nothing is
 	// claimed. Use it for methods that are naturally idempotent.
-	Exempt Requirement = iota
+	Exempt = idemhttp.Exempt
 	// Optional methods are protected when the call carries a key and pass
 	// through without one.
-	Optional
+	Optional = idemhttp.Optional
 	// Required methods refuse a call without a key: the server answers
 	// InvalidArgument (reason KEY_MISSING), and the client interceptor
 	// refuses to send it.
-	Required
+	Required = idemhttp.Required
 )
-
-func (q Requirement) String() string {
-	switch q {
-	case Exempt:
-		return "exempt"
-	case Optional:
-		return "optional"
-	case Required:
-		return "required"
-	}
-	return fmt.Sprintf("Requirement(%d)", int(q))
-}
 
 // Rule declares the requirement of the methods it matches. Rules are tried
 // in order; the first match decides, and a method no rule matches is
