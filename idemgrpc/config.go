@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 )
@@ -32,6 +33,13 @@ type Config struct {
 	// again. OK cannot be listed. Defaults to none: every answer is
 	// recorded.
 	ReleaseCodes []codes.Code
+	// RecordMetadata names response header and trailer metadata that the
+	// handler sets (grpc.SetHeader, grpc.SendHeader, grpc.SetTrailer) to be
+	// recorded and replayed with the answer. Names are case-insensitive;
+	// reserved names (grpc-*, pseudo-headers, idempotent-replayed) are
+	// refused. Defaults to none: a replay carries no metadata but the
+	// idempotent-replayed trailer.
+	RecordMetadata []string
 	// Logger receives errors that cannot be reported to the client (an
 	// outcome that could not be recorded after the handler answered).
 	// Defaults to the engine's logger.
@@ -60,8 +68,26 @@ func (c *Config) fill(engineLogger *slog.Logger) error {
 			errs = append(errs, fmt.Errorf("idemgrpc: Config.ReleaseCodes: %d is not an error code", code))
 		}
 	}
+	for i, name := range c.RecordMetadata {
+		n := strings.ToLower(name)
+		if n == "" || strings.HasPrefix(n, ":") || strings.HasPrefix(n, "grpc-") || n == ReplayedTrailer {
+			errs = append(errs, fmt.Errorf("idemgrpc: Config.RecordMetadata[%d]: %q cannot be recorded", i, name))
+		}
+	}
 	if c.Logger == nil {
 		c.Logger = engineLogger
 	}
 	return errors.Join(errs...)
+}
+
+// allowList is the set of RecordMetadata names, lower-case, or nil.
+func (c *Config) allowList() map[string]bool {
+	if len(c.RecordMetadata) == 0 {
+		return nil
+	}
+	allow := make(map[string]bool, len(c.RecordMetadata))
+	for _, n := range c.RecordMetadata {
+		allow[strings.ToLower(n)] = true
+	}
+	return allow
 }

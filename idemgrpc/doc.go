@@ -47,8 +47,8 @@
 // answered after that context ended is recorded as unknown, whatever its
 // code.
 //
-// Headers and trailers the handler sets go to the first caller only; a
-// replay carries none but idempotent-replayed.
+// Headers and trailers the handler sets are recorded and replayed when
+// Config.RecordMetadata names them; others go to the first caller only.
 //
 // Streaming methods are not covered: there is no stream interceptor, and
 // streaming calls pass through untouched whatever metadata they carry.

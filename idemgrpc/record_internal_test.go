@@ -2,10 +2,12 @@ package idemgrpc
 
 import (
 	"bytes"
+	"reflect"
 	"testing"
 
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -15,13 +17,15 @@ func TestAnswerRoundTrip(t *testing.T) {
 		{respType: "idem.test.v1.ChargeResponse"}, // an empty response
 		{status: &spb.Status{Code: int32(codes.NotFound), Message: "no such account"}},
 		{tooLarge: 1 << 21, tooCode: codes.OK},
+		{respType: "a.B", header: metadata.Pairs("x-a", "1", "x-a", "2"), trailer: metadata.Pairs("x-b-bin", "\x00\xff")},
 	} {
 		got, err := decodeAnswer(encodeAnswer(a))
 		if err != nil {
 			t.Fatalf("%+v: %v", a, err)
 		}
 		if got.respType != a.respType || !bytes.Equal(got.resp, a.resp) || !proto.Equal(got.status, a.status) ||
-			got.tooLarge != a.tooLarge || got.tooCode != a.tooCode {
+			got.tooLarge != a.tooLarge || got.tooCode != a.tooCode ||
+			!reflect.DeepEqual(got.header, a.header) || !reflect.DeepEqual(got.trailer, a.trailer) {
 			t.Fatalf("round trip of %+v gave %+v", a, got)
 		}
 	}
@@ -35,6 +39,7 @@ func TestDecodeAnswerRefuses(t *testing.T) {
 		"truncated":        {recordVersion, 18, 5, 1},
 		"bad status":       {recordVersion, 26, 2, 0xff, 0xff},
 		"truncated varint": {recordVersion, 32, 0x80},
+		"bad header entry": {recordVersion, 50, 2, 8, 1},
 	} {
 		if _, err := decodeAnswer(b); err == nil {
 			t.Errorf("%s: decoded %x", name, b)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/idemkit/idem"
@@ -24,6 +25,7 @@ const methodField = "grpc_method"
 type server struct {
 	engine *idem.Engine
 	cfg    Config
+	allow  map[string]bool // Config.RecordMetadata
 }
 
 // UnaryServerInterceptor returns an interceptor that makes the unary
@@ -42,7 +44,7 @@ func UnaryServerInterceptor(engine *idem.Engine, cfg Config) (grpc.UnaryServerIn
 	if err := cfg.fill(engine.Config().Logger); err != nil {
 		return nil, err
 	}
-	s := &server{engine: engine, cfg: cfg}
+	s := &server{engine: engine, cfg: cfg, allow: cfg.allowList()}
 	return s.intercept, nil
 }
 
@@ -151,11 +153,20 @@ var errNoAnswer = status.Error(codes.Internal, "idemgrpc: the handler returned n
 // effect runs the handler under the attempt's context and maps its answer
 // to the engine's vocabulary.
 func (c *call) effect(ctx context.Context, a *idem.Attempt) ([]byte, error) {
-	resp, herr := c.handler(context.WithValue(ctx, attemptKey{}, a), c.req)
+	hctx := context.WithValue(ctx, attemptKey{}, a)
+	var ms *metaStream
+	if st := grpc.ServerTransportStreamFromContext(ctx); st != nil && c.s.allow != nil {
+		ms = &metaStream{ServerTransportStream: st, allow: c.s.allow}
+		hctx = grpc.NewContextWithServerTransportStream(hctx, ms)
+	}
+	resp, herr := c.handler(hctx, c.req)
 	if herr == nil && isNil(resp) {
 		resp, herr = nil, errNoAnswer
 	}
 	rec, outErr := c.s.outcome(ctx, resp, herr)
+	if rec != nil && ms != nil {
+		rec.header, rec.trailer = ms.recorded()
+	}
 	if rec != nil && rec.status != nil && herr == nil {
 		// The response could not be recorded: answer what is.
 		resp, herr = nil, status.ErrorProto(rec.status)
@@ -244,6 +255,12 @@ func (s *server) replay(ctx context.Context, b []byte) (any, error) {
 	if err != nil {
 		return nil, s.unreadable(err)
 	}
+	if len(a.header) > 0 {
+		_ = grpc.SetHeader(ctx, a.header)
+	}
+	if len(a.trailer) > 0 {
+		_ = grpc.SetTrailer(ctx, a.trailer)
+	}
 	switch {
 	case a.tooLarge > 0:
 		return nil, refusal(codes.FailedPrecondition, ReasonResponseTooLarge,
@@ -267,4 +284,53 @@ func (s *server) unreadable(err error) error {
 	s.cfg.Logger.Error("idemgrpc: recorded answer unreadable", "err", err)
 	return refusal(codes.Internal, ReasonRecordUnreadable,
 		"this idempotency key has a record, but its answer cannot be decoded; it will not be run again", nil, 0)
+}
+
+// metaStream passes the metadata a handler sets through to the call's
+// stream and keeps the entries Config.RecordMetadata names, whether or not
+// the stream still takes them (a caller that went away does not change the
+// answer recorded for its retry).
+type metaStream struct {
+	grpc.ServerTransportStream
+	allow map[string]bool
+
+	mu              sync.Mutex
+	header, trailer metadata.MD
+}
+
+func (m *metaStream) keep(dst *metadata.MD, md metadata.MD) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, vs := range md {
+		if k = strings.ToLower(k); m.allow[k] {
+			if *dst == nil {
+				*dst = metadata.MD{}
+			}
+			(*dst)[k] = append((*dst)[k], vs...)
+		}
+	}
+}
+
+// SetHeader implements grpc.ServerTransportStream.
+func (m *metaStream) SetHeader(md metadata.MD) error {
+	m.keep(&m.header, md)
+	return m.ServerTransportStream.SetHeader(md)
+}
+
+// SendHeader implements grpc.ServerTransportStream.
+func (m *metaStream) SendHeader(md metadata.MD) error {
+	m.keep(&m.header, md)
+	return m.ServerTransportStream.SendHeader(md)
+}
+
+// SetTrailer implements grpc.ServerTransportStream.
+func (m *metaStream) SetTrailer(md metadata.MD) error {
+	m.keep(&m.trailer, md)
+	return m.ServerTransportStream.SetTrailer(md)
+}
+
+func (m *metaStream) recorded() (header, trailer metadata.MD) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.header, m.trailer
 }

@@ -569,3 +569,49 @@ func TestNonProtoResponse(t *testing.T) {
 		t.Fatalf("handler ran %d times, want 1", runs)
 	}
 }
+
+// Metadata the handler sets is replayed only when Config.RecordMetadata
+// names it.
+func TestRecordMetadata(t *testing.T) {
+	svc := &payments{hook: func(ctx context.Context, _ *testpb.ChargeRequest, n int64) (*testpb.ChargeResponse, error) {
+		_ = grpc.SetHeader(ctx, metadata.Pairs("x-charge-id", "ch_1", "x-secret", "s"))
+		_ = grpc.SetTrailer(ctx, metadata.Pairs("x-cost", "3"))
+		return &testpb.ChargeResponse{Id: "ch_1"}, nil
+	}}
+	e := newEnv(t, memstoreFor(t), svc, setup{cfg: idemgrpc.Config{RecordMetadata: []string{"X-Charge-Id", "x-cost"}}})
+	ctx := idemgrpc.WithKey(context.Background(), "k1")
+	for i := range 2 {
+		var hd, tr metadata.MD
+		if _, err := e.client.Charge(ctx, chargeReq, grpc.Header(&hd), grpc.Trailer(&tr)); err != nil {
+			t.Fatal(err)
+		}
+		if got := hd.Get("x-charge-id"); len(got) != 1 || got[0] != "ch_1" {
+			t.Fatalf("call %d: header x-charge-id %q", i, got)
+		}
+		if got := tr.Get("x-cost"); len(got) != 1 || got[0] != "3" {
+			t.Fatalf("call %d: trailer x-cost %q", i, got)
+		}
+		if secret := hd.Get("x-secret"); (i == 1) != (len(secret) == 0) {
+			t.Fatalf("call %d: x-secret %q: sent on the first call, never recorded", i, secret)
+		}
+		if replayed(tr) != (i == 1) {
+			t.Fatalf("call %d: replayed %v", i, replayed(tr))
+		}
+	}
+	if n := svc.calls.Load(); n != 1 {
+		t.Fatalf("handler ran %d times", n)
+	}
+}
+
+func TestRecordMetadataRefusesReserved(t *testing.T) {
+	eng, err := idem.New(memstoreFor(t), idem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	for _, name := range []string{"grpc-status", ":authority", "Idempotent-Replayed", ""} {
+		if _, err := idemgrpc.UnaryServerInterceptor(eng, idemgrpc.Config{Scope: idemgrpc.GlobalScope, RecordMetadata: []string{name}}); err == nil {
+			t.Errorf("%q accepted", name)
+		}
+	}
+}
