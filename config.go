@@ -32,14 +32,32 @@ type Config struct {
 	// RetryAfter is the hint given with ErrInFlight and unknown outcomes.
 	// Defaults to 1s.
 	RetryAfter time.Duration
-	// FinishTimeout bounds the work that records an outcome after the
-	// caller's context has ended (it runs under context.WithoutCancel).
-	// Defaults to 10s.
+	// EffectTimeout bounds an effect (Policy.Timeout overrides it per
+	// operation). The effect runs detached from the caller's cancellation
+	// — once started, its outcome belongs to the intent, not to the
+	// caller, so a caller that goes away never interrupts it — and this
+	// timeout is what ends an effect that does not return: its outcome is
+	// then unknown. Defaults to 60s.
+	EffectTimeout time.Duration
+	// FinishTimeout bounds the recording of an outcome (it runs under
+	// context.WithoutCancel of the caller's context). A failed outcome
+	// write is retried with capped exponential backoff for all of it;
+	// past it the outcome goes to Spool, when one is set. Defaults to 10s.
 	FinishTimeout time.Duration
-	// StoreRetries is how many times a store call that failed is retried
-	// (with the same attempt id, so a write whose answer was lost is
-	// recognised). Defaults to 2.
+	// StoreRetries is how many times a store call on the request path
+	// (claim, read) that failed is retried, with the same attempt id so a
+	// claim whose answer was lost is recognised. Outcome writes are
+	// retried until FinishTimeout instead. Defaults to 2.
 	StoreRetries int
+	// Spool, when set, keeps outcomes the store could not take within
+	// FinishTimeout (fsync'd to local files) and re-applies them, fenced,
+	// every SpoolInterval until the store answers; see [Spool]. Without
+	// it such an outcome is lost and its record becomes unknown after its
+	// lease. Defaults to none.
+	Spool *Spool
+	// SpoolInterval is how often spooled outcomes are re-applied.
+	// Defaults to 1s.
+	SpoolInterval time.Duration
 	// PollMin and PollMax bound the capped exponential backoff waiters use
 	// when the store has no notifications. When it has (an [Notifier]),
 	// a waiter reads the store once per notification and, as a fallback
@@ -79,6 +97,12 @@ func (c *Config) fill() error {
 	if c.RetryAfter == 0 {
 		c.RetryAfter = time.Second
 	}
+	if c.EffectTimeout == 0 {
+		c.EffectTimeout = time.Minute
+	}
+	if c.SpoolInterval == 0 {
+		c.SpoolInterval = time.Second
+	}
 	if c.FinishTimeout == 0 {
 		c.FinishTimeout = 10 * time.Second
 	}
@@ -106,7 +130,7 @@ func (c *Config) fill() error {
 	var errs []error
 	for name, d := range map[string]time.Duration{
 		"TTL": c.TTL, "Lease": c.Lease, "Wait": c.Wait, "RetryAfter": c.RetryAfter,
-		"FinishTimeout": c.FinishTimeout, "PollMin": c.PollMin, "PollMax": c.PollMax,
+		"FinishTimeout": c.FinishTimeout, "EffectTimeout": c.EffectTimeout, "SpoolInterval": c.SpoolInterval, "PollMin": c.PollMin, "PollMax": c.PollMax,
 	} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("idem: Config.%s must not be negative, got %s", name, d))

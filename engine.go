@@ -39,6 +39,10 @@ type Engine struct {
 	// time.Now: one reading of the wall clock then serves as both the
 	// engine clock and the wall-clock deadline of the same moment.
 	wallClock bool
+	// stopSpool ends the loop that re-applies spooled outcomes;
+	// spoolDone is closed when it has.
+	stopSpool context.CancelFunc
+	spoolDone chan struct{}
 }
 
 // New returns an engine over store. It fails when the configuration is
@@ -55,6 +59,12 @@ func New(store Store, cfg Config) (*Engine, error) {
 	e := &Engine{store: store, cfg: cfg, cache: newReplayCache(cfg.ReplayCache, store), observe: observing(cfg.Observer), wallClock: wallClock}
 	e.cacheOnFinish = e.cache != nil && !processLocal(store)
 	e.flights.init(e)
+	if cfg.Spool != nil {
+		var ctx context.Context
+		ctx, e.stopSpool = context.WithCancel(context.Background())
+		e.spoolDone = make(chan struct{})
+		go e.spoolLoop(ctx, e.spoolDone)
+	}
 	return e, nil
 }
 
@@ -74,16 +84,23 @@ func (e *Engine) Config() Config { return e.cfg }
 // not matter) and has no replay cache (what it reads may still roll back).
 func (e *Engine) WithStore(s Store) *Engine {
 	n := &Engine{store: s, cfg: e.cfg, txBound: true, observe: e.observe, wallClock: e.wallClock}
+	n.cfg.Spool = nil // an outcome that cannot commit rolls back with its transaction
 	n.flights.init(n)
 	return n
 }
 
-// Close stops the engine's background waits. Calls after Close return
-// ErrClosed. It does not close the store.
+// Close stops the engine's background waits and the re-applying of
+// spooled outcomes (what is still spooled stays in the spool's files for
+// the next engine that opens it). Calls after Close return ErrClosed. It
+// does not close the store.
 func (e *Engine) Close() error {
 	e.closed.Store(true)
 	e.flights.closeAll()
 	e.beats.idle()
+	if e.stopSpool != nil {
+		e.stopSpool()
+		<-e.spoolDone
+	}
 	return nil
 }
 
@@ -201,6 +218,11 @@ func (e *Engine) do(ctx context.Context, req *Request, h Handler) (Result, Outco
 			return e.replay(req, &rec)
 		}
 	}
+	if o, ok := e.cfg.Spool.lookup(req.Scope, string(req.Key)); ok && !o.Release {
+		// Known here, not yet in the store: answer from the spool.
+		rec := o.record()
+		return e.replay(req, &rec)
+	}
 	// A duplicate of a key this engine holds was sent to doHeld by DoBytes.
 	return e.claimLoop(ctx, req, pol, h, time.Time{}, now)
 }
@@ -229,6 +251,9 @@ func (e *Engine) claimLoop(ctx context.Context, req *Request, pol Policy, h Hand
 		})
 		if err != nil {
 			e.abandonClaim(ctx, req, attemptID)
+			if ctx.Err() != nil {
+				return Result{}, OutcomeCancelled, err
+			}
 			return Result{}, OutcomeError, err
 		}
 		rec := &cr.Record
@@ -316,6 +341,9 @@ func (e *Engine) policy(p Policy) Policy {
 	if p.Lease <= 0 {
 		p.Lease = e.cfg.Lease
 	}
+	if p.Timeout <= 0 {
+		p.Timeout = e.cfg.EffectTimeout
+	}
 	return p
 }
 
@@ -358,6 +386,7 @@ func (e *Engine) onUnknown(ctx context.Context, req *Request, pol Policy, rec Re
 type runState struct {
 	att Attempt
 	hb  heartbeater
+	eff effectCtx
 	fin finishCtx
 }
 
@@ -389,15 +418,23 @@ func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, 
 	// the hold and pokes local waiters after the outcome is written.
 	defer e.flights.unhold(rec.Scope, rec.Key)
 
-	effCtx, cancelEff := context.WithCancelCause(ctx)
+	// Once started, the effect belongs to the intent, not to the caller:
+	// it keeps the caller's values but not its cancellation, and ends at
+	// its own timeout (or when the heartbeat finds the claim taken over).
+	// The timeout is enforced by the heartbeat schedule, which already
+	// holds a slot for this attempt (see effectCtx): a timer context of
+	// its own would cost the request path a timer and a parent link.
+	effCtx, cancelEff := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelEff(nil)
-	if pol.Timeout > 0 {
+	deadline := time.Now().Add(pol.Timeout)
+	if e.txBound { // no heartbeat schedule: a timer of its own
 		var c context.CancelFunc
-		effCtx, c = context.WithTimeout(effCtx, pol.Timeout)
+		effCtx, c = context.WithDeadline(effCtx, deadline)
 		defer c()
 	}
+	rs.eff = effectCtx{Context: effCtx, deadline: deadline}
 	hb := &rs.hb
-	*hb = heartbeater{e: e, ctx: effCtx, cancel: cancelEff, scope: rec.Scope, key: rec.Key, fence: rec.Fence, id: rec.AttemptID, lease: pol.Lease}
+	*hb = heartbeater{e: e, ctx: effCtx, cancel: cancelEff, scope: rec.Scope, key: rec.Key, fence: rec.Fence, id: rec.AttemptID, lease: pol.Lease, deadline: deadline}
 	hb.start(rec.LeaseUntil)
 	rs.att.heartbeat = hb
 	observe := e.observe
@@ -419,7 +456,7 @@ func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, 
 			panic(p) // the deferred unhold pokes the waiters
 		}
 	}()
-	val, herr := h(effCtx, &rs.att)
+	val, herr := h(&rs.eff, &rs.att)
 	hb.stop()
 	if cause := context.Cause(effCtx); herr != nil && errors.Is(cause, ErrFenced) {
 		herr = Unknown(herr)
@@ -432,8 +469,12 @@ func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, 
 	fctx.initAt(ctx, e.cfg.FinishTimeout, wall)
 	switch {
 	case herr == nil:
-		frec, ferr := e.finishAt(fctx, rec, StateSucceeded, val, e.nowAt(wall))
+		now := e.nowAt(wall)
+		frec, ferr := e.finishAt(fctx, rec, StateSucceeded, val, now)
 		if ferr != nil {
+			if frec, ok := e.spoolAfter(ferr, rec, StateSucceeded, val, now, false); ok {
+				return Result{Value: val, State: StateSucceeded, Record: *frec}, OutcomeFirst, nil
+			}
 			return e.finishFailed(ferr)
 		}
 		if e.cacheOnFinish {
@@ -442,7 +483,9 @@ func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, 
 		return Result{Value: val, State: StateSucceeded, Record: *frec}, OutcomeFirst, nil
 	case errors.Is(herr, ErrReleased):
 		if rerr := e.release(fctx, rec); rerr != nil {
-			return e.finishFailed(rerr)
+			if _, ok := e.spoolAfter(rerr, rec, "", nil, e.nowAt(wall), true); !ok {
+				return e.finishFailed(rerr)
+			}
 		}
 		return Result{}, OutcomeReleased, herr
 	case errors.Is(herr, ErrUnknown) || errors.Is(herr, context.Canceled) || errors.Is(herr, context.DeadlineExceeded):
@@ -453,12 +496,26 @@ func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, 
 		return Result{Record: rec}, OutcomeUnknown, &UnknownOutcomeError{Scope: req.Scope, Key: string(req.Key), Record: &r, RetryAfter: e.cfg.RetryAfter}
 	default:
 		msg := herr.Error()
-		frec, ferr := e.finishAt(fctx, rec, StateFailed, []byte(msg), e.nowAt(wall))
+		now := e.nowAt(wall)
+		frec, ferr := e.finishAt(fctx, rec, StateFailed, []byte(msg), now)
 		if ferr != nil {
+			if frec, ok := e.spoolAfter(ferr, rec, StateFailed, []byte(msg), now, false); ok {
+				return Result{Value: []byte(msg), State: StateFailed, Record: *frec}, OutcomeFailed, &FailureError{Message: msg, Err: herr}
+			}
 			return e.finishFailed(ferr)
 		}
 		return Result{Value: []byte(msg), State: StateFailed, Record: *frec}, OutcomeFailed, &FailureError{Message: msg, Err: herr}
 	}
+}
+
+// spoolAfter spools an outcome whose write failed with err, unless err is
+// the store's fenced answer (the claim was taken over: the outcome is not
+// ours to record).
+func (e *Engine) spoolAfter(err error, rec Record, st State, val []byte, now time.Time, release bool) (*Record, bool) {
+	if errors.Is(err, ErrFenced) || errors.Is(err, ErrNotFound) {
+		return nil, false
+	}
+	return e.spoolOutcome(rec, st, val, now, release, err)
 }
 
 // finishFailed reports an outcome that could not be recorded. The effect may
@@ -498,4 +555,77 @@ func newAttemptID() string {
 	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
 	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
 	return hex.EncodeToString(b[:])
+}
+
+// doHeld answers a duplicate of a key this engine holds (DoBytes found
+// it held): it is rejected or waits for the outcome, as do would answer it,
+// with no store claim of its own.
+//
+// It runs right under DoBytes, not under do and the claim loop, whose
+// frames are large, so that a goroutine parked here keeps a 4 KiB stack
+// under a plain `res, err := e.DoBytes(...)` caller, not 8 KiB. Results
+// are written through res, so that no frame down to the parking point holds
+// a Result. The replay cache is not consulted: this engine's claim of the
+// key found no recorded outcome to replay, so the cache has none current.
+func (e *Engine) doHeld(ctx context.Context, req *Request, h Handler, res *Result) error {
+	var start time.Time
+	if e.observe {
+		start = e.cfg.Clock()
+	}
+	var out Outcome
+	var err error
+	// The checks do makes before the key's state matters (a held key is
+	// valid: it was claimed), then do's answer to an in-flight duplicate.
+	switch pol := e.policy(req.Policy); {
+	case e.closed.Load():
+		out, err = OutcomeError, ErrClosed
+	case h == nil:
+		out, err = OutcomeError, errors.New("idem: DoBytes: handler is nil")
+	case ctx.Err() != nil:
+		out, err = OutcomeError, ctx.Err()
+	case pol.InFlight == InFlightReject:
+		out, err = OutcomeConflict, e.inFlight(req)
+	default:
+		deadline := time.Now().Add(pol.Wait)
+		settled, werr := e.wait(ctx, req.Scope, string(req.Key), deadline)
+		out, err = e.afterHeld(ctx, req, h, &deadline, settled, werr, res)
+	}
+	if e.observe {
+		e.observeOutcome(ctx, req, out, start, err)
+	}
+	return err
+}
+
+// afterHeld continues a duplicate of a held key once its wait returned:
+// the recorded outcome is replayed; released, unknown or expired, the claim
+// loop decides, within what is left of the wait bound.
+func (e *Engine) afterHeld(ctx context.Context, req *Request, h Handler, deadline *time.Time, settled *Record, werr error, res *Result) (Outcome, error) {
+	now, done, out, err := e.turn(req, settled, werr, res)
+	if done {
+		return out, err
+	}
+	*res, out, err = e.claimLoop(ctx, req, e.policy(req.Policy), h, *deadline, now)
+	return out, err
+}
+
+// turn decides, once a wait returned settled and werr, whether the waiter
+// is done. When the in-flight attempt recorded an outcome, that outcome is
+// replayed into *res from the record the shared watch read, with no further
+// store read, and done is true; so is it when the wait failed (ErrInFlight
+// at the deadline, ctx's error). Otherwise — released, unknown, expired —
+// done is false and now is the time to claim again at.
+func (e *Engine) turn(req *Request, settled *Record, werr error, res *Result) (now time.Time, done bool, out Outcome, err error) {
+	if werr != nil {
+		if errors.Is(werr, ErrInFlight) {
+			return now, true, OutcomeConflict, e.inFlight(req)
+		}
+		return now, true, OutcomeError, werr
+	}
+	now = e.now()
+	if settled != nil && settled.State.Terminal() && !settled.Expired(now) {
+		e.cache.put(req.Scope, string(req.Key), settled)
+		*res, out, err = e.replay(req, settled)
+		return now, true, out, err
+	}
+	return now, false, out, nil
 }

@@ -14,13 +14,7 @@ import (
 func (e *Engine) retry(ctx context.Context, name string, op func() error) error {
 	var err error
 	for i := 0; ; i++ {
-		if e.observe {
-			start := time.Now()
-			err = op()
-			e.cfg.Observer.Observe(ctx, Event{Kind: EventStore, StoreOp: name, Duration: time.Since(start), Err: err})
-		} else {
-			err = op()
-		}
+		err = e.storeOp(ctx, name, op)
 		if err == nil || !retryable(ctx, err) || i >= e.cfg.StoreRetries {
 			break
 		}
@@ -31,6 +25,58 @@ func (e *Engine) retry(ctx context.Context, name string, op func() error) error 
 			return wrapStore(name, ctx.Err())
 		case <-t.C:
 		}
+	}
+	return wrapStore(name, err)
+}
+
+// storeOp runs one store operation, reporting it to the observer. A
+// failure while ctx has ended is reported as ctx's error: a caller that
+// went away is not a store failure.
+func (e *Engine) storeOp(ctx context.Context, name string, op func() error) error {
+	if !e.observe {
+		return op()
+	}
+	start := time.Now()
+	err := op()
+	oerr := err
+	if err != nil && ctx.Err() != nil {
+		oerr = ctx.Err()
+	}
+	e.cfg.Observer.Observe(ctx, Event{Kind: EventStore, StoreOp: name, Duration: time.Since(start), Err: oerr})
+	return err
+}
+
+// Backoff bounds for outcome writes retried until FinishTimeout.
+const (
+	finishBackoffMin = 10 * time.Millisecond
+	finishBackoffMax = time.Second
+)
+
+// retryFinishing calls op, an outcome write (finish, release), retrying
+// store failures with capped exponential backoff until it succeeds, gets a
+// contract answer, or ctx — the finishing context, bounded by
+// FinishTimeout — ends. A store that blips after the effect ran must not
+// cost the outcome: StoreRetries bounds the request path's retries, not
+// these. Retried writes carry the same fence and attempt id.
+func (e *Engine) retryFinishing(ctx context.Context, name string, op func() error) error {
+	var err error
+	delay := finishBackoffMin
+	for {
+		err = e.storeOp(ctx, name, op)
+		if err == nil || !retryable(ctx, err) {
+			break
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < delay {
+			delay = max(time.Until(dl), 0)
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return wrapStore(name, err)
+		case <-t.C:
+		}
+		delay = min(2*delay, finishBackoffMax)
 	}
 	return wrapStore(name, err)
 }
@@ -68,6 +114,11 @@ func (e *Engine) claim(ctx context.Context, p ClaimParams) (ClaimResult, error) 
 		cr, err = e.store.Claim(ctx, p)
 		return err
 	})
+	if err != nil && ctx.Err() != nil {
+		// The caller went away while the claim ran: that, not the store,
+		// is why it failed, whatever error the driver made of it.
+		return cr, ctx.Err()
+	}
 	return cr, err
 }
 
@@ -84,7 +135,7 @@ func (e *Engine) finishAt(ctx context.Context, rec Record, st State, val []byte,
 		p.ExpiresAt = now.Add(e.cfg.TTL)
 	}
 	var out *Record
-	err := e.retry(ctx, "finish", func() (err error) {
+	err := e.retryFinishing(ctx, "finish", func() (err error) {
 		out, err = e.store.Finish(ctx, p)
 		return err
 	})
@@ -106,7 +157,7 @@ func (e *Engine) markUnknown(ctx context.Context, rec Record, now time.Time) (*R
 }
 
 func (e *Engine) release(ctx context.Context, rec Record) error {
-	return e.retry(ctx, "release", func() error {
+	return e.retryFinishing(ctx, "release", func() error {
 		return e.store.Release(ctx, ReleaseParams{Scope: rec.Scope, Key: rec.Key, Fence: rec.Fence, AttemptID: rec.AttemptID})
 	})
 }

@@ -20,6 +20,9 @@ const (
 	OutcomeUnknown  Outcome = "unknown"  // the outcome could not be decided
 	OutcomeFenced   Outcome = "fenced"   // the attempt lost its claim before recording
 	OutcomeError    Outcome = "error"    // the store failed; nothing was run
+	// OutcomeCancelled: the caller went away (its context ended) before
+	// the effect started; nothing was run and nothing is claimed.
+	OutcomeCancelled Outcome = "cancelled"
 )
 
 // EventKind says which fields of an [Event] are set.
@@ -36,6 +39,11 @@ const (
 	EventWait
 	// EventInFlight: an effect started (Delta +1) or ended (Delta -1).
 	EventInFlight
+	// EventSpool: outcomes entered the engine's [Spool] (Delta > 0: the
+	// store could not take them; at start-up, those found there) or left
+	// it (Delta -1: applied to the store, or dropped because the record
+	// moved on). Scope and Key are set for one outcome.
+	EventSpool
 )
 
 // Event is what the engine reports to an [Observer]. Scope and Key are the

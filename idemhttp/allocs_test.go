@@ -82,8 +82,10 @@ func TestMiddlewareAllocations(t *testing.T) {
 	first := testing.AllocsPerRun(runs, func() { serve(keys[i], http.StatusCreated); i++ })
 	replay := testing.AllocsPerRun(runs, func() { serve(keys[0], http.StatusCreated) })
 	t.Logf("first %.0f, replay %.0f allocations", first, replay)
-	if first > 17 {
-		t.Errorf("a first-time request allocates %.0f objects, want at most 17", first)
+	// 18: the engine's 10 (see the root package's TestEngineAllocations,
+	// which counts the detached effect context) and the middleware's own.
+	if first > 18 {
+		t.Errorf("a first-time request allocates %.0f objects, want at most 18", first)
 	}
 	if replay > 4 {
 		t.Errorf("a replay allocates %.0f objects, want at most 4", replay)

@@ -3,10 +3,11 @@
 // [New] returns an [idem.Observer]; pass it as idem.Config.Observer. All
 // metric names have the idem_ prefix; keys and scopes are never exported.
 //
-//	idem_requests_total{operation,outcome}      engine calls by outcome (first, replay, conflict, mismatch, released, failed, unknown, fenced, error)
+//	idem_requests_total{operation,outcome}      engine calls by outcome (first, replay, conflict, mismatch, released, failed, unknown, fenced, error, cancelled)
 //	idem_in_flight{operation}                   effects running now
 //	idem_wait_seconds                           time duplicates waited for an in-flight attempt
-//	idem_store_op_duration_seconds{op,result}   store operation latency (result: ok or error)
+//	idem_store_op_duration_seconds{op,result}   store operation latency (result: ok, error, or cancelled when the caller went away)
+//	idem_spooled_outcomes                       outcomes held in the engine's spool, waiting for the store
 //	idem_duplicate_ratio                        share of calls that found the key already used (replay, conflict, mismatch)
 //
 // [NewStoreCollector] adds the unknown-record gauges (idem_unknown_records,
@@ -31,6 +32,7 @@ type Observer struct {
 	inFlight *prometheus.GaugeVec
 	wait     prometheus.Histogram
 	storeOp  *prometheus.HistogramVec
+	spooled  prometheus.Gauge
 
 	calls, duplicates atomic.Int64 // for idem_duplicate_ratio
 }
@@ -42,7 +44,7 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 	o := &Observer{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idem_requests_total",
-			Help: "Engine calls by outcome: first, replay, conflict, mismatch, released, failed, unknown, fenced, error.",
+			Help: "Engine calls by outcome: first, replay, conflict, mismatch, released, failed, unknown, fenced, error, cancelled.",
 		}, []string{"operation", "outcome"}),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "idem_in_flight",
@@ -58,12 +60,16 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 			Help:    "Store operation latency.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 		}, []string{"op", "result"}),
+		spooled: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "idem_spooled_outcomes",
+			Help: "Outcomes held in the engine's local spool because the store could not take them; applied when it answers.",
+		}),
 	}
 	ratio := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "idem_duplicate_ratio",
 		Help: "Share of engine calls (store errors excluded) that found their key already used: replay, conflict or mismatch.",
 	}, o.duplicateRatio)
-	for _, c := range []prometheus.Collector{o.requests, o.inFlight, o.wait, o.storeOp, ratio} {
+	for _, c := range []prometheus.Collector{o.requests, o.inFlight, o.wait, o.storeOp, o.spooled, ratio} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -79,11 +85,17 @@ func (o *Observer) Observe(_ context.Context, ev idem.Event) {
 		o.countDuplicate(ev.Outcome)
 	case idem.EventInFlight:
 		o.inFlight.WithLabelValues(ev.Operation).Add(float64(ev.Delta))
+	case idem.EventSpool:
+		o.spooled.Add(float64(ev.Delta))
 	case idem.EventWait:
 		o.wait.Observe(ev.Duration.Seconds())
 	case idem.EventStore:
 		result := "ok"
-		if ev.Err != nil && !contractAnswer(ev.Err) {
+		switch {
+		case ev.Err == nil, contractAnswer(ev.Err):
+		case errors.Is(ev.Err, context.Canceled), errors.Is(ev.Err, context.DeadlineExceeded):
+			result = "cancelled" // the caller went away: not a store failure
+		default:
 			result = "error"
 		}
 		o.storeOp.WithLabelValues(ev.StoreOp, result).Observe(ev.Duration.Seconds())
@@ -105,7 +117,7 @@ func (o *Observer) InFlight() *prometheus.GaugeVec { return o.inFlight }
 
 func (o *Observer) countDuplicate(out idem.Outcome) {
 	switch out {
-	case idem.OutcomeError:
+	case idem.OutcomeError, idem.OutcomeCancelled:
 		return // nothing was decided about the key
 	case idem.OutcomeReplay, idem.OutcomeConflict, idem.OutcomeMismatch:
 		o.duplicates.Add(1)

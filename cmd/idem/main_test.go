@@ -74,6 +74,7 @@ var addrRE = regexp.MustCompile(`msg="idem proxy (admin )?listening" addr=(\S+)`
 func startProxy(t *testing.T, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(idemBin, append([]string{"proxy", "--listen", "127.0.0.1:0"}, args...)...)
+	cmd.Dir = t.TempDir() // the default spool directory lands there
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

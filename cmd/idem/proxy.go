@@ -30,16 +30,18 @@ const DefaultUpstreamTimeout = 60 * time.Second
 
 type proxyOpts struct {
 	listen, upstream, store, admin, scopeHeader, inFlight string
+	spool                                                 string
 	methods, releaseStatus                                string
 	requireKey, migrate                                   bool
 	wait, lease, ttl, shutdown, upstreamTimeout           *time.Duration
+	finishTimeout                                         *time.Duration
 	cover                                                 coverFlag
 	maxBody, maxResponse                                  int64
 }
 
 func cmdProxy(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("proxy",
-		"idem proxy --upstream URL [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--scope-header NAME] [--in-flight reject|wait] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--upstream-timeout DUR] [--migrate=false] [--shutdown-timeout DUR]",
+		"idem proxy --upstream URL [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--scope-header NAME] [--in-flight reject|wait] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--upstream-timeout DUR] [--finish-timeout DUR] [--spool DIR] [--migrate=false] [--shutdown-timeout DUR]",
 		"Reverse proxy that makes an HTTP API's mutating requests idempotent with the\n"+
 			"Idempotency-Key header. GET, HEAD and OPTIONS pass through untouched.\n"+
 			"Responses are recorded and replayed with Idempotent-Replayed: true; see docs/http.md.",
@@ -60,6 +62,8 @@ func cmdProxy(ctx context.Context, e *env, args []string) int {
 	f.Int64Var(&o.maxResponse, "max-response", idemhttp.DefaultMaxResponse, "largest response body recorded in bytes (larger ones replay as response-too-large)")
 	f.StringVar(&o.releaseStatus, "release-status", "429,503", "upstream statuses (4xx or 5xx) that mean \"not applied\": the key is released, not recorded")
 	f.StringVar(&o.methods, "methods", "POST,PATCH", "methods made idempotent, comma-separated (GET, HEAD and OPTIONS always pass through)")
+	o.finishTimeout = f.duration("finish-timeout", 10*time.Second, "how long a response's outcome write is retried (with backoff) while the store does not answer; past it the outcome goes to --spool")
+	f.StringVar(&o.spool, "spool", DefaultSpool, "directory keeping outcomes the store could not take (fsync'd; applied when it answers, also after a restart); empty: none, such outcomes become unknown")
 	f.BoolVar(&o.migrate, "migrate", true, "apply the store's schema migrations at start-up")
 	o.shutdown = f.duration("shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight requests")
 	o.upstreamTimeout = f.duration("upstream-timeout", DefaultUpstreamTimeout, "how long to wait for the upstream's response headers once the request is sent (0: no limit); past it the outcome is unknown (504, then 409 on retries)")
@@ -146,8 +150,8 @@ func (o *proxyOpts) plan() (*plan, error) {
 	if _, err := storeopen.Parse(o.store); err != nil {
 		return nil, fmt.Errorf("--store: %w", err)
 	}
-	if *o.lease <= 0 || *o.ttl <= 0 {
-		return nil, errors.New("--lease and --ttl must be positive")
+	if *o.lease <= 0 || *o.ttl <= 0 || *o.finishTimeout <= 0 {
+		return nil, errors.New("--lease, --ttl and --finish-timeout must be positive")
 	}
 	p.upstreamTimeout = *o.upstreamTimeout
 	return &p, nil
@@ -166,8 +170,21 @@ func runProxy(ctx context.Context, e *env, o proxyOpts, p *plan) error {
 	if err != nil {
 		return err
 	}
+	var spool *idem.Spool
+	if o.spool != "" {
+		if spool, err = idem.OpenSpool(o.spool); err != nil {
+			return err
+		}
+		if n := spool.Len(); n > 0 {
+			log.Warn("idem proxy: outcomes left in the spool by an earlier run; applying them as soon as the store answers", "spool", o.spool, "count", n)
+		}
+		if bad := spool.Unreadable(); len(bad) > 0 {
+			log.Error("idem proxy: spool files that cannot be read were left in place", "spool", o.spool, "files", bad)
+		}
+	}
 	eng, err := idem.New(st, idem.Config{TTL: *o.ttl, Cover: o.cover, Lease: *o.lease, InFlight: p.inFlight,
-		Wait: *o.wait, Observer: obs, Logger: log})
+		Wait: *o.wait, Observer: obs, Logger: log, Spool: spool, FinishTimeout: *o.finishTimeout,
+		EffectTimeout: effectTimeout(p.upstreamTimeout)})
 	if err != nil {
 		return err
 	}
@@ -188,7 +205,7 @@ func runProxy(ctx context.Context, e *env, o proxyOpts, p *plan) error {
 			ln.Close()
 			return err
 		}
-		admin = &http.Server{Handler: adminHandler(st, reg), ReadHeaderTimeout: 10 * time.Second}
+		admin = &http.Server{Handler: adminHandler(st, spool, reg), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = admin.Serve(aln) }()
 		log.Info("idem proxy admin listening", "addr", aln.Addr().String())
 	}
@@ -227,18 +244,39 @@ func redacted(dsn string) string {
 	return d.Redacted()
 }
 
-// adminHandler serves /metrics and /healthz.
-func adminHandler(st idem.Store, reg *prometheus.Registry) http.Handler {
+// effectTimeout is the engine's bound on one proxied request: the
+// upstream's own timeout, which ends the exchange first and says why, with
+// room to record it; without one, a day.
+func effectTimeout(upstream time.Duration) time.Duration {
+	if upstream <= 0 {
+		return 24 * time.Hour
+	}
+	return upstream + 5*time.Second
+}
+
+// DefaultSpool is the proxy's default spool directory, next to the
+// default SQLite store in the working directory.
+const DefaultSpool = "idem-spool"
+
+// adminHandler serves /metrics and /healthz. /healthz answers 200 "ok"
+// when the store answers, 503 when it does not, and in both cases says
+// how many outcomes wait in the spool (spooled_outcomes N).
+func adminHandler(st idem.Store, spool *idem.Spool, reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promHandler(reg))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
+		status, body := http.StatusOK, "ok\n"
 		if _, err := st.Get(ctx, "", "idem-healthz-probe"); err != nil && !errors.Is(err, idem.ErrNotFound) {
-			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
-			return
+			status, body = http.StatusServiceUnavailable, "store unavailable\n"
 		}
-		_, _ = w.Write([]byte("ok\n"))
+		if spool != nil {
+			body += fmt.Sprintf("spooled_outcomes %d\n", spool.Len())
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
 	})
 	return mux
 }

@@ -51,6 +51,10 @@ type Options struct {
 	// Progress, when not nil, receives a progress line while cells run.
 	// Defaults to none.
 	Progress io.Writer
+	// ProgressPlain makes Progress plain lines, one per finished cell,
+	// for output that is not a terminal (carriage returns would litter a
+	// log). Defaults to false: one line rewritten in place.
+	ProgressPlain bool
 }
 
 func (o Options) withDefaults() (Options, error) {
