@@ -67,7 +67,8 @@ func TestResolveRefusalNamesStateAndForce(t *testing.T) {
 
 func TestGetShowsWhyAResultIsUnreadable(t *testing.T) {
 	t.Parallel()
-	dsn := seedRecord(t, "odd-1", []byte("abc"))
+	// A record made over HTTP whose result is not a recorded response.
+	dsn := seedSQLite(t, []byte("abc"), idem.Request{Key: "odd-1", Intent: &idem.Intent{Origin: idemhttp.Origin}})
 	o, e, code := runCLI("get", "odd-1", "--store", dsn)
 	if code != exitOK {
 		t.Fatalf("code %d, stderr %q", code, e)
