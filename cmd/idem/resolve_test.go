@@ -37,7 +37,9 @@ func unknownRecords(t *testing.T) string {
 	}
 	defer eng.Close()
 	_, err = eng.DoBytes(ctx, idem.Request{Key: "eng-1", Intent: &idem.Intent{Operation: "charge", Amount: 1250, Currency: "EUR"}},
-		func(context.Context, *idem.Attempt) ([]byte, error) { return nil, idem.Unknown(errors.New("provider timed out")) })
+		func(context.Context, *idem.Attempt) ([]byte, error) {
+			return nil, idem.Unknown(errors.New("provider timed out"))
+		})
 	if !errors.Is(err, idem.ErrUnknownOutcome) {
 		t.Fatalf("engine record: %v", err)
 	}
