@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -21,45 +19,7 @@ func TestProxyKill9Reconcile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	db := "sqlite://" + filepath.Join(dir, "idem.db")
-	hold := make(chan struct{})
-	var blocking atomic.Bool
-	blocking.Store(true)
-	up := newTestUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		if blocking.Load() {
-			<-hold // the charge is being applied when the proxy dies
-		}
-		w.WriteHeader(http.StatusCreated)
-	})
-	defer close(hold)
-	p1 := startProxy(t, "--upstream", up.URL, "--store", db, "--lease", "1s")
-	sent := make(chan error, 1)
-	go func() {
-		_, err := trySend("POST", p1.url("/v1/charges"), `"charge:v1:shop:o-42"`, `{"amount":1250,"currency":"eur"}`)
-		sent <- err
-	}()
-	<-up.arrived
-	if err := p1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-p1.done
-	<-sent
-	blocking.Store(false)
-
-	p2 := startProxy(t, "--upstream", up.URL, "--store", db, "--lease", "1s")
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		r := send(t, "POST", p2.url("/v1/charges"), `"charge:v1:shop:o-42"`, `{"amount":1250,"currency":"eur"}`)
-		if r.status != http.StatusConflict {
-			t.Fatalf("retry after the crash: %d %s; want 409", r.status, r.body)
-		}
-		if strings.Contains(r.body, "#outcome-unknown") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("record never became unknown: %s", r.body)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	up, p2 := killMidEffect(t, db, "/v1/charges", `"charge:v1:shop:o-42"`, `{"amount":1250,"currency":"eur"}`, "")
 
 	file := filepath.Join(dir, "balance_transactions.csv")
 	if err := os.WriteFile(file, []byte("id,Type,Source,Amount,Fee,Net,Currency,Created (UTC),Description,idempotency_key (metadata)\n"+
