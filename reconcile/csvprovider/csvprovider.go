@@ -196,10 +196,12 @@ func (l *Layout) columns(header []string) (columnSet, error) {
 			continue
 		}
 		i, ok := at[strings.ToLower(strings.TrimSpace(c))]
+		_, hasType := at[strings.ToLower(strings.TrimSpace(l.Columns[FieldType]))]
 		switch {
 		case ok:
 			cs.pos[f] = i
-		case slices.Contains(l.Optional, f):
+		case slices.Contains(l.Optional, f), f == FieldStatus && l.Columns[FieldType] != "" && hasType:
+			// Without a status column, the type's values are mapped.
 			cs.pos[f] = -1
 		default:
 			missing = append(missing, c)

@@ -63,7 +63,8 @@ type Layout struct {
 	Name string
 	// Columns maps each field to its header (compared case-insensitively,
 	// a byte-order mark and surrounding spaces ignored). key, amount,
-	// currency and applied_at are required, and status or type.
+	// currency and applied_at are required, and status or type; a status
+	// column the file lacks is read from its type column, when it has one.
 	Columns map[string]string
 	// Optional lists the mapped fields whose column may be missing from
 	// the header. Defaults to none.
