@@ -30,16 +30,7 @@ func seedSQLite(t *testing.T, result []byte, reqs ...idem.Request) string {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "idem.db")
-	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: path, Migrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	eng, err := idem.New(st, idem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
+	_, eng := openSQLiteEngine(t, path)
 	for _, req := range reqs {
 		if _, err := eng.DoBytes(ctx, req,
 			func(context.Context, *idem.Attempt) ([]byte, error) { return result, nil }); err != nil {
@@ -47,6 +38,23 @@ func seedSQLite(t *testing.T, result []byte, reqs ...idem.Request) string {
 		}
 	}
 	return "sqlite://" + path
+}
+
+// openSQLiteEngine opens (creating) the SQLite file at path and an engine
+// on it, both closed when the test ends.
+func openSQLiteEngine(t *testing.T, path string) (idem.Store, *idem.Engine) {
+	t.Helper()
+	st, err := sqlitestore.Open(context.Background(), sqlitestore.Config{Path: path, Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := idem.New(st, idem.Config{})
+	if err != nil {
+		st.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close(); st.Close() })
+	return st, eng
 }
 
 func TestResolveRefusalNamesStateAndForce(t *testing.T) {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
-	"github.com/idemkit/idem/sqlitestore"
 	"github.com/idemkit/idem/storetest"
 )
 
@@ -26,17 +25,8 @@ func unknownRecords(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "idem.db")
-	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: path, Migrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	eng, err := idem.New(st, idem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	_, err = eng.DoBytes(ctx, idem.Request{Key: "eng-1", Intent: &idem.Intent{Operation: "charge", Amount: 1250, Currency: "EUR"}},
+	st, eng := openSQLiteEngine(t, path)
+	_, err := eng.DoBytes(ctx, idem.Request{Key: "eng-1", Intent: &idem.Intent{Operation: "charge", Amount: 1250, Currency: "EUR"}},
 		func(context.Context, *idem.Attempt) ([]byte, error) {
 			return nil, idem.Unknown(errors.New("provider timed out"))
 		})
@@ -101,16 +91,7 @@ func TestResolveFitsTheRecord(t *testing.T) {
 		t.Errorf("idem get http-1:\n%s", o)
 	}
 
-	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	eng, err := idem.New(st, idem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
+	_, eng := openSQLiteEngine(t, path)
 	type charge struct {
 		ID     string `json:"id"`
 		Amount int64  `json:"amount"`
