@@ -24,10 +24,10 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files")
 
-// keepOpen hands the command a store it may close without emptying it.
-type keepOpen struct{ idem.Store }
+// unclosed hands the command a store it may close without emptying it.
+type unclosed struct{ idem.Store }
 
-func (keepOpen) Close() error { return nil }
+func (unclosed) Close() error { return nil }
 
 // seedTime is before every row of the settlement files in testdata.
 var seedTime = time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
@@ -183,7 +183,7 @@ func TestProviderFormats(t *testing.T) {
 					"--orphan-scope", "shop", "--ttl", "3650d"}, extra...)
 				var out, errb bytes.Buffer
 				code := reconcile.RunReconcileCommand(context.Background(), args, &out, &errb,
-					func(context.Context, string) (idem.Store, error) { return keepOpen{st}, nil })
+					func(context.Context, string) (idem.Store, error) { return unclosed{st}, nil })
 				return code, out.String(), errb.String()
 			}
 			code, out, errs := run("--json", "--report", filepath.Join(dir, "report.html"))

@@ -96,7 +96,7 @@ func TestHTTPRound(t *testing.T) {
 	var out, errb bytes.Buffer
 	code := reconcile.RunReconcileCommand(ctx, []string{"--store", "mem", "--provider-csv", file, "--provider-format", "stripe-balance",
 		"--settlement-window", "1s", "--lookback", "36500d", "--json"}, &out, &errb,
-		func(context.Context, string) (idem.Store, error) { return keepOpen{st}, nil })
+		func(context.Context, string) (idem.Store, error) { return unclosed{st}, nil })
 	if code != reconcile.ExitClean || !strings.Contains(out.String(), `"under_counted": 1`) || !strings.Contains(out.String(), `"not_applied": 1`) {
 		t.Fatalf("reconcile: exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
