@@ -214,3 +214,34 @@ func FuzzParseLayout(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseMaps feeds any flag value to --map and --status-map's parsers:
+// they refuse it or apply exactly what it says, and the layout stays one
+// that ParseLayout accepts or refuses without panicking.
+func FuzzParseMaps(f *testing.F) {
+	f.Add("key=idempotency_key (metadata)", "charge=applied,refund=skip")
+	f.Add("amount=Gross Credit (GC)", "Settled=applied, Refunded=refund")
+	f.Add("=", ",,=")
+	f.Fuzz(func(t *testing.T, m, st string) {
+		l := mustPreset(t, csvprovider.FormatStripeBalance)
+		if err := l.ParseMap(m); err == nil {
+			field, col, _ := strings.Cut(m, "=")
+			if l.Columns[strings.TrimSpace(field)] != col {
+				t.Fatalf("ParseMap(%q): column of %q = %q", m, field, l.Columns[strings.TrimSpace(field)])
+			}
+		}
+		if err := l.ParseStatusMap(st); err == nil {
+			want := map[string]string{} // the last pair for a value wins
+			for pair := range strings.SplitSeq(st, ",") {
+				v, o, _ := strings.Cut(pair, "=")
+				want[strings.ToLower(strings.TrimSpace(v))] = strings.TrimSpace(o)
+			}
+			for v, o := range want {
+				if got := l.Statuses[v]; string(got) != o {
+					t.Fatalf("ParseStatusMap(%q): %q maps to %q, want %q", st, v, got, o)
+				}
+			}
+		}
+		_, _ = csvprovider.ParseLayout(strings.NewReader("a,b\n1,2\n"), l)
+	})
+}
