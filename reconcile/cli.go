@@ -33,7 +33,7 @@ const (
 // [ExitUsage] rather than [ExitFailure].
 var ErrUsage = errors.New("unusable store DSN")
 
-const synopsis = "idem reconcile --store DSN (--provider-csv FILE [--provider-format csv|stripe-balance|adyen-settlement] | --provider-url TEMPLATE) [--settlement-window DUR] [--json] [--report FILE.html|FILE.csv]"
+const synopsis = "idem reconcile [--store DSN] (--provider-csv FILE [--provider-format csv|stripe-balance|adyen-settlement] | --provider-url TEMPLATE) [--settlement-window DUR] [--json] [--report FILE.html|FILE.csv]"
 
 const about = `Compare the store's records with the provider's view, by forwarded key:
   provider applied, local none/unknown  → recorded (under_counted)
@@ -91,14 +91,10 @@ func RunReconcileCommand(ctx context.Context, args []string, stdout, stderr io.W
 			usage(fs, stdout)
 			return ExitClean
 		}
-		fmt.Fprintln(stderr)
-		usage(fs, stderr)
-		return ExitUsage
+		return usageError(stderr, strings.Replace(err.Error(), ": -", ": --", 1))
 	}
 	if msg := o.check(fs); msg != "" {
-		fmt.Fprintf(stderr, "idem reconcile: %s\n\n", msg)
-		usage(fs, stderr)
-		return ExitUsage
+		return usageError(stderr, msg)
 	}
 	prov, err := o.provider()
 	if err != nil {
@@ -107,9 +103,7 @@ func RunReconcileCommand(ctx context.Context, args []string, stdout, stderr io.W
 	}
 	st, err := open(ctx, o.dsn)
 	if errors.Is(err, ErrUsage) {
-		fmt.Fprintf(stderr, "idem reconcile: --store: %v\n\n", err)
-		usage(fs, stderr)
-		return ExitUsage
+		return usageError(stderr, "--store: "+err.Error())
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "idem reconcile: open store: %v\n", err)
@@ -122,9 +116,9 @@ func RunReconcileCommand(ctx context.Context, args []string, stdout, stderr io.W
 func newFlagSet(stderr io.Writer) (*flag.FlagSet, *cliOptions) {
 	o := &cliOptions{window: 24 * time.Hour, ttl: 24 * time.Hour}
 	fs := flag.NewFlagSet("idem reconcile", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // errors are reported in one line, by usageError
 	fs.Usage = func() {}
-	fs.StringVar(&o.dsn, "store", "", "store DSN (required)")
+	fs.StringVar(&o.dsn, "store", DefaultStore, "store DSN: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…")
 	fs.StringVar(&o.csv, "provider-csv", "", "settlement file: CSV with header key,amount,currency,status,applied_at[,scope]")
 	fs.StringVar(&o.url, "provider-url", "", "lookup URL template with {key}, answering JSON (404 = not applied)")
 	fs.StringVar(&o.listURL, "provider-list-url", "", "with --provider-url: URL listing entries since ?since=RFC3339, to find keys with no local record")
@@ -151,11 +145,36 @@ func newFlagSet(stderr io.Writer) (*flag.FlagSet, *cliOptions) {
 	return fs, o
 }
 
+// DefaultStore is the --store the command reads when none is given: the
+// CLI's default, the SQLite file idem proxy writes in its working
+// directory.
+const DefaultStore = "sqlite://idem.db"
+
+// usage prints the full help, flags in the --flag form the docs use.
 func usage(fs *flag.FlagSet, w io.Writer) {
 	fmt.Fprintf(w, "usage: %s\n\n%s\n\nflags:\n", synopsis, about)
-	fs.SetOutput(w)
-	fs.PrintDefaults()
+	fs.VisitAll(func(fl *flag.Flag) {
+		name, help := flag.UnquoteUsage(fl)
+		if _, ok := fl.Value.(durationValue); ok {
+			name = "DUR"
+		}
+		line := "  --" + fl.Name
+		if name != "" && name != "value" {
+			line += " " + name
+		}
+		fmt.Fprintf(w, "%s\n    \t%s", line, help)
+		if fl.DefValue != "" && fl.DefValue != "false" && fl.DefValue != "0" && fl.DefValue != "0s" {
+			fmt.Fprintf(w, " (default %s)", fl.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
 	fmt.Fprintf(w, "\nexample:\n  %s\n", example)
+}
+
+// usageError reports a usage mistake in one line and where the help is.
+func usageError(stderr io.Writer, msg string) int {
+	fmt.Fprintf(stderr, "idem reconcile: %s\nRun 'idem reconcile --help' for usage.\n", msg)
+	return ExitUsage
 }
 
 // check returns a usage problem, or "".
@@ -164,7 +183,7 @@ func (o *cliOptions) check(fs *flag.FlagSet) string {
 	case fs.NArg() > 0:
 		return fmt.Sprintf("unexpected argument %q", fs.Arg(0))
 	case o.dsn == "":
-		return "--store is required"
+		return "--store is empty"
 	case (o.csv == "") == (o.url == ""):
 		return "give exactly one of --provider-csv and --provider-url"
 	case o.csv != "" && (o.listURL != "" || len(o.headers) > 0):

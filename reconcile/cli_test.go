@@ -161,12 +161,12 @@ func TestCommandOverCountedAndProgress(t *testing.T) {
 func TestCommandUsage(t *testing.T) {
 	t.Parallel()
 	code, out, _ := runCLI(t, "--help")
-	if code != reconcile.ExitClean || !strings.Contains(out, "usage: idem reconcile --store DSN") ||
-		!strings.Contains(out, "example:\n  idem reconcile --store") || !strings.Contains(out, "-settlement-window") {
+	if code != reconcile.ExitClean || !strings.Contains(out, "usage: idem reconcile [--store DSN]") ||
+		!strings.Contains(out, "example:\n  idem reconcile --store") || !strings.Contains(out, "\n  --settlement-window DUR\n") {
 		t.Fatalf("--help: exit %d\n%s", code, out)
 	}
 	for name, args := range map[string][]string{
-		"no store":        {"--provider-csv", "x.csv"},
+		"empty store":     {"--store", "", "--provider-csv", "x.csv"},
 		"no provider":     {"--store", "x.db"},
 		"both providers":  {"--store", "x.db", "--provider-csv", "x.csv", "--provider-url", "http://p/{key}"},
 		"bad window":      {"--store", "x.db", "--provider-csv", "x.csv", "--settlement-window", "soon"},
@@ -179,8 +179,8 @@ func TestCommandUsage(t *testing.T) {
 		"header with csv": {"--store", "x.db", "--provider-csv", "x.csv", "--provider-header", "A: b"},
 	} {
 		code, _, errs := runCLI(t, args...)
-		if code != reconcile.ExitUsage || !strings.Contains(errs, "usage:") {
-			t.Errorf("%s: exit %d, want 2\n%s", name, code, errs)
+		if code != reconcile.ExitUsage || !strings.HasSuffix(errs, "\nRun 'idem reconcile --help' for usage.\n") || strings.Count(errs, "\n") != 2 {
+			t.Errorf("%s: exit %d, want 2 and one line with where the help is\n%s", name, code, errs)
 		}
 	}
 }
