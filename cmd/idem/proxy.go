@@ -44,11 +44,14 @@ type proxyOpts struct {
 	finishTimeout                                         *time.Duration
 	cover                                                 coverFlag
 	maxBody, maxResponse                                  int64
+	forwardKey                                            bool
+	recordHeaders                                         stringsFlag
+	intent                                                intentFlag
 }
 
 func cmdProxy(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("proxy",
-		"idem proxy --upstream URL [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--scope-header NAME] [--in-flight reject|wait] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--upstream-timeout DUR] [--write-timeout DUR] [--finish-timeout DUR] [--spool DIR] [--migrate=false] [--shutdown-timeout DUR]",
+		"idem proxy --upstream URL [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--scope-header NAME] [--in-flight reject|wait] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--forward-key=false] [--record-header NAME]... [--intent FIELD=POINTER]... [--upstream-timeout DUR] [--write-timeout DUR] [--finish-timeout DUR] [--spool DIR] [--migrate=false] [--shutdown-timeout DUR]",
 		"Reverse proxy that makes an HTTP API's mutating requests idempotent with the\n"+
 			"Idempotency-Key header. GET, HEAD and OPTIONS pass through untouched.\n"+
 			"Responses are recorded and replayed with Idempotent-Replayed: true; see docs/http.md.",
@@ -59,6 +62,9 @@ func cmdProxy(ctx context.Context, e *env, args []string) int {
 	f.StringVar(&o.store, "store", storeopen.Default, "store DSN: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, memory:// (see docs/http.md)")
 	f.StringVar(&o.admin, "admin", "", "address for /metrics and /healthz (off when empty)")
 	f.BoolVar(&o.requireKey, "require-key", false, "refuse mutating requests without an Idempotency-Key (400)")
+	f.BoolVar(&o.forwardKey, "forward-key", true, "send a protected request's Idempotency-Key on to the upstream, so it (and its provider) see the intent's key; never resent on a dropped connection")
+	f.Var(&o.recordHeaders, "record-header", "a response `NAME` to record and replay besides the defaults (repeatable; Request-Id and X-Request-Id are recorded already)")
+	f.Var(&o.intent, "intent", "an intent field read from the request body, `FIELD=POINTER`: a JSON Pointer (/amount) or a form field name; amount, currency, operation, counterparty, or any other name (repeatable)")
 	f.StringVar(&o.scopeHeader, "scope-header", "", "scope keys by this request header's value (stored as SHA-256, never in clear); without it all callers share one scope")
 	f.StringVar(&o.inFlight, "in-flight", "reject", "what a duplicate does while the first request runs: reject (409) or wait (then replay)")
 	o.wait = f.duration("wait", 10*time.Second, "how long a duplicate waits with --in-flight wait")
@@ -110,6 +116,8 @@ type plan struct {
 	writeTimeout time.Duration
 	// maxResponse is --max-response.
 	maxResponse int64
+	// forwardKey is --forward-key.
+	forwardKey bool
 }
 
 func (o *proxyOpts) plan() (*plan, error) {

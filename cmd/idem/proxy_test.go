@@ -191,9 +191,10 @@ func TestProxyUpstreamTimeoutIsUnknown(t *testing.T) {
 	})
 }
 
-// TestProxyForwardsHeadersOfUnprotectedRequests: only the requests the proxy
-// protects lose Idempotency-Key and X-Idempotency-Key; the others reach the
-// upstream untouched.
+// TestProxyForwardsHeadersOfUnprotectedRequests: a protected request
+// reaches the upstream with its Idempotency-Key (--forward-key, the
+// default) and without X-Idempotency-Key; the requests the proxy does not
+// protect reach it untouched.
 func TestProxyForwardsHeadersOfUnprotectedRequests(t *testing.T) {
 	t.Parallel()
 	type seen struct{ key, xkey string }
@@ -206,7 +207,7 @@ func TestProxyForwardsHeadersOfUnprotectedRequests(t *testing.T) {
 		name, method, key, xkey string
 		want                    seen
 	}{
-		{"protected POST", "POST", `"k1"`, "x1", seen{}},
+		{"protected POST", "POST", `"k1"`, "x1", seen{`"k1"`, ""}},
 		{"GET", "GET", `"k2"`, "x2", seen{`"k2"`, "x2"}},
 		{"HEAD", "HEAD", `"k3"`, "", seen{`"k3"`, ""}},
 		{"OPTIONS", "OPTIONS", `"k4"`, "", seen{`"k4"`, ""}},

@@ -203,11 +203,12 @@ func cmdList(ctx context.Context, e *env, args []string) int {
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tSCOPE\tSTATE\tFENCE\tSTATUS\tAGE\tCREATED")
+	fmt.Fprintln(tw, "KEY\tSCOPE\tSTATE\tFENCE\tMETHOD\tPATH\tAMOUNT\tSTATUS\tAGE\tCREATED")
 	for i := range recs {
 		r := &recs[i]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Key, shortScope(r.Scope), effState(r, now), r.Fence,
-			httpStatus(r), now.Sub(r.CreatedAt).Truncate(time.Second), r.CreatedAt.Format(time.RFC3339))
+		method, path, amount := intentColumns(r)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Key, shortScope(r.Scope), effState(r, now), r.Fence,
+			method, path, amount, httpStatus(r), now.Sub(r.CreatedAt).Truncate(time.Second), r.CreatedAt.Format(time.RFC3339))
 	}
 	if err := tw.Flush(); err != nil || len(spooled) == 0 {
 		return exitFailureIf(err)

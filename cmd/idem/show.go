@@ -295,3 +295,27 @@ func bodyBytes(r *idem.Record) []byte {
 	}
 	return r.Result
 }
+
+// intentColumns are idem list's METHOD, PATH and AMOUNT: what the intent
+// journal says the call was ("-" where it says nothing). The proxy records
+// method and path; the amount is the intent's (--intent amount=…, or what
+// the application wrote).
+func intentColumns(r *idem.Record) (method, path, amount string) {
+	method, path, amount = "-", "-", "-"
+	in, err := idem.DecodeIntent(r.Intent)
+	if err != nil || in == nil {
+		return
+	}
+	if v := in.Fields["method"]; v != "" {
+		method = v
+	} else if in.Operation != "" {
+		method = in.Operation
+	}
+	if v := in.Fields["path"]; v != "" {
+		path = v
+	}
+	if in.Amount != 0 || in.Currency != "" {
+		amount = strings.TrimSpace(strconv.FormatInt(in.Amount, 10) + " " + in.Currency)
+	}
+	return
+}

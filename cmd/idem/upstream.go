@@ -42,11 +42,14 @@ func proxyHandler(eng *idem.Engine, o proxyOpts, p *plan, log *slog.Logger) (htt
 		MaxResponse:     o.maxResponse,
 		WriteTimeout:    p.writeTimeout,
 		ReleaseStatuses: p.release,
+		RecordHeaders:   o.recordHeaders,
+		Intent:          proxyIntent(o.intent),
 		Logger:          log,
 	})
 	if err != nil {
 		return nil, err
 	}
+	p.forwardKey = o.forwardKey
 	return mw.Handler(newUpstream(p, log)), nil
 }
 
@@ -88,14 +91,21 @@ func newUpstream(p *plan, log *slog.Logger) http.Handler {
 			pr.SetURL(p.upstream)
 			pr.SetXForwarded()
 			if idemhttp.AttemptFrom(pr.In.Context()) != nil {
-				// A protected request's key is not forwarded: Go's HTTP
-				// transport treats a request carrying Idempotency-Key or
-				// X-Idempotency-Key as safe to resend on a broken
-				// keep-alive connection, which could deliver it to the
-				// upstream twice under one claim. Requests the proxy does
-				// not protect pass through untouched.
+				// Go's HTTP transport treats a request carrying
+				// Idempotency-Key or X-Idempotency-Key (canonical header
+				// names) as safe to resend on a broken keep-alive
+				// connection, which could deliver it to the upstream twice
+				// under one claim. So a protected request's key goes
+				// upstream under the lower-case name, which the transport
+				// does not look up and HTTP treats as the same field
+				// (RFC 9110 §5.1), or not at all with --forward-key=false.
+				// Requests the proxy does not protect pass through untouched.
+				v := pr.In.Header.Get(idemhttp.HeaderName)
 				pr.Out.Header.Del(idemhttp.HeaderName)
 				pr.Out.Header.Del("X-Idempotency-Key")
+				if p.forwardKey && v != "" {
+					pr.Out.Header["idempotency-key"] = []string{v}
+				}
 			}
 			pr.Out.GetBody = nil
 		},
@@ -124,7 +134,10 @@ func newUpstream(p *plan, log *slog.Logger) http.Handler {
 				if errors.Is(err, errUpstreamSwitched) {
 					detail = "the request was sent upstream, which answered 101 Switching Protocols: a protected request cannot switch protocols"
 				}
-				log.Warn("idem proxy: upstream failed after the request was sent; outcome unknown", "err", err)
+				a := idemhttp.AttemptFrom(r.Context())
+				log.Warn("idem proxy: upstream failed after the request was sent; outcome unknown",
+					"key_hash", idem.LogHash(a.Scope, string(a.Key)), "scope_hash", idem.LogHash(a.Scope, ""),
+					"method", r.Method, "path", r.URL.Path, "upstream_answered", st.answered.Load(), "err", err)
 				p := &idemhttp.Problem{Type: idemhttp.TypeUpstreamTimeout, Title: "upstream did not answer", Status: http.StatusGatewayTimeout,
 					Detail: detail + "; it may have been applied, so retries with this key get 409 until it is resolved"}
 				idemhttp.WriteProblem(w, p)
