@@ -44,6 +44,13 @@ const (
 	// it (Delta -1: applied to the store, or dropped because the record
 	// moved on). Scope and Key are set for one outcome.
 	EventSpool
+	// EventVolatileStore: the engine started on a store that can forget
+	// recorded outcomes because Config.AllowVolatileStore is set (Delta 1;
+	// Err is the [*VolatileStoreError], or why the check could not run).
+	EventVolatileStore
+	// EventClockOffset: the engine measured its offset to the store's
+	// clock (Duration: store minus engine; see [StoreClock]).
+	EventClockOffset
 )
 
 // Event is what the engine reports to an [Observer]. Scope and Key are the
