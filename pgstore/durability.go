@@ -2,10 +2,10 @@ package pgstore
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/schemacheck"
 )
 
 var (
@@ -112,25 +112,6 @@ func (s *Store) CheckSchema(ctx context.Context) (version int, findings []idem.F
 			version = int(*v)
 		}
 	}
-	return version, schemaFindings(s.names.table, hasTable, unique, version, latest), nil
-}
-
-// schemaFindings turns what CheckSchema read into findings.
-func schemaFindings(table string, hasTable, unique bool, version, latest int) []idem.Finding {
-	var out []idem.Finding
-	switch {
-	case !hasTable:
-		out = append(out, idem.Finding{Setting: "table " + table, Value: "absent",
-			Problem: "the records table does not exist", Fix: "idem migrate --store DSN (or apply the SQL from idem migrate --print)", Severity: idem.SeverityRefuse})
-	case !unique:
-		out = append(out, idem.Finding{Setting: "unique constraint (scope, key)", Value: "absent",
-			Problem:  "nothing stops two claimers of one key from both inserting: the effect can run twice",
-			Fix:      fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (scope, key) (after removing duplicate rows), or recreate the table with idem migrate", table),
-			Severity: idem.SeverityRefuse})
-	}
-	if hasTable && version < latest {
-		out = append(out, idem.Finding{Setting: "schema version", Value: fmt.Sprintf("%d of %d", version, latest),
-			Problem: "migrations are missing", Fix: "idem migrate --store DSN", Severity: idem.SeverityWarning})
-	}
-	return out
+	return version, schemacheck.Findings(schemacheck.Schema{Table: s.names.table, HasTable: hasTable, Unique: unique,
+		Version: version, Latest: latest, AddUnique: "ALTER TABLE " + s.names.table + " ADD PRIMARY KEY (scope, key)"}), nil
 }
