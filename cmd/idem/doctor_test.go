@@ -151,7 +151,10 @@ func TestProxyRefusesRedisThatForgets(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dsn := testenv.StartRedis(t, tc.args...)
-			cmd := exec.Command(idemBin, "proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1", "--store", dsn, "--spool", "")
+			// A proxy that starts instead of refusing is killed, failing the test.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, idemBin, "proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1", "--store", dsn, "--spool", "")
 			out, err := cmd.CombinedOutput()
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.ExitCode() != exitUsage {
