@@ -42,7 +42,7 @@ type proxyOpts struct {
 
 func cmdProxy(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("proxy",
-		"idem proxy --upstream URL [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--scope-header NAME] [--in-flight reject|wait] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--upstream-timeout DUR] [--finish-timeout DUR] [--spool DIR] [--migrate=false] [--shutdown-timeout DUR]",
+		"idem proxy --upstream URL [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--scope-header NAME] [--in-flight reject|wait] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--upstream-timeout DUR] [--finish-timeout DUR] [--spool DIR] [--migrate=false] [--allow-volatile-store] [--shutdown-timeout DUR]",
 		"Reverse proxy that makes an HTTP API's mutating requests idempotent with the\n"+
 			"Idempotency-Key header. GET, HEAD and OPTIONS pass through untouched.\n"+
 			"Responses are recorded and replayed with Idempotent-Replayed: true; see docs/http.md.",
