@@ -83,7 +83,7 @@ func (e *Engine) syncClock(ctx context.Context, sc StoreClock) error {
 		return err
 	}
 	e.sync.offset.Store(int64(off))
-	if abs(off) > e.cfg.Lease/4 {
+	if off.Abs() > e.cfg.Lease/4 {
 		e.cfg.Logger.Warn("idem: this host's clock is off the store's by more than a quarter of the lease; deciding leases and expiry on the store's clock",
 			"offset", off, "lease", e.cfg.Lease, "round_trip", rtt)
 	}
@@ -131,11 +131,4 @@ func (e *Engine) stopClockSync() {
 		e.sync.stop()
 		<-e.sync.done
 	}
-}
-
-func abs(d time.Duration) time.Duration {
-	if d < 0 {
-		return -d
-	}
-	return d
 }

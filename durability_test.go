@@ -130,7 +130,7 @@ func TestClockOffsetFollowsTheStore(t *testing.T) {
 	if off := <-offsets; !near(off, time.Hour) || !near(e.ClockOffset(), time.Hour) {
 		t.Fatalf("offset at New %s, want about 1h", off)
 	}
-	if d := e.Now().Sub(time.Now()); !near(d, time.Hour) {
+	if d := time.Until(e.Now()); !near(d, time.Hour) {
 		t.Fatalf("engine time is %s off this host's, want about 1h", d)
 	}
 	st.set(2*time.Hour, false)
@@ -149,7 +149,7 @@ func TestClockOffsetFollowsTheStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := rec.Record.CreatedAt.Sub(time.Now()); !near(d, 2*time.Hour) {
+	if d := time.Until(rec.Record.CreatedAt); !near(d, 2*time.Hour) {
 		t.Fatalf("record created %s off this host's clock, want on the store's (2h)", d)
 	}
 }

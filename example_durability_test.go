@@ -48,6 +48,6 @@ func ExampleEngine_Now() {
 		panic(err)
 	}
 	defer e.Close()
-	fmt.Println(e.ClockOffset(), e.Now().Sub(time.Now()).Abs() < time.Minute)
+	fmt.Println(e.ClockOffset(), time.Until(e.Now()).Abs() < time.Minute)
 	// Output: 0s true
 }
