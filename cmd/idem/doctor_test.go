@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/internal/testenv"
 	"github.com/idemkit/idem/sqlitestore"
 )
@@ -174,5 +177,41 @@ func TestProxyRefusesRedisThatForgets(t *testing.T) {
 				t.Errorf("/metrics lacks idem_store_volatile 1")
 			}
 		})
+	}
+}
+
+// TestDoctorPostgres: a migrated schema on the test server is healthy
+// (exit 0); without its primary key the missing unique constraint is a
+// finding with its fix (exit 3).
+func TestDoctorPostgres(t *testing.T) {
+	t.Parallel()
+	dsn, schema := pgtest.Schema(t)
+	cli := dsn + "&schema=" + schema
+	if !strings.Contains(dsn, "?") {
+		cli = dsn + "?schema=" + schema
+	}
+	if out, errs, code := runCLI("migrate", "--store", cli); code != exitOK {
+		t.Fatalf("migrate: exit %d\n%s%s", code, out, errs)
+	}
+	out, errs, code := runCLI("doctor", "--store", cli)
+	if code != exitOK {
+		t.Fatalf("healthy: exit %d\n%s%s", code, out, errs)
+	}
+	for _, w := range []string{"ok       schema      version 1; unique constraint on (scope, key) present", "ok       clock       the store's clock is", "healthy."} {
+		if !strings.Contains(out, w) {
+			t.Errorf("report lacks %q:\n%s", w, out)
+		}
+	}
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), "ALTER TABLE "+pgx.Identifier{schema, "idem_records"}.Sanitize()+" DROP CONSTRAINT idem_records_pkey"); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code = runCLI("doctor", "--store", cli)
+	if code != exitFindings || !strings.Contains(out, "REFUSE   schema      unique constraint (scope, key) = absent") || !strings.Contains(out, "ADD PRIMARY KEY (scope, key)") {
+		t.Fatalf("without the primary key: exit %d, want 3 naming the constraint and its fix\n%s%s", code, out, errs)
 	}
 }
