@@ -152,6 +152,9 @@ func TestClockOffsetFollowsTheStore(t *testing.T) {
 	if d := time.Until(rec.Record.CreatedAt); !near(d, 2*time.Hour) {
 		t.Fatalf("record created %s off this host's clock, want on the store's (2h)", d)
 	}
+	if d := time.Until(rec.Record.ExpiresAt); !near(d, 26*time.Hour) {
+		t.Fatalf("record expires in %s by this host's clock, want the TTL on the store's (24h+2h)", d)
+	}
 }
 
 // signalHandler is a slog handler that signals ch on each record with msg.
