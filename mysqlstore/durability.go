@@ -107,7 +107,7 @@ func (s *Store) CheckSchema(ctx context.Context) (version int, findings []idem.F
 	}
 	latest := 0
 	if len(migrations) > 0 {
-		latest = migrations[len(migrations)-1].version
+		latest = migrations[len(migrations)-1].Version
 	}
 	return version, schemacheck.Findings(schemacheck.Schema{Table: s.table, HasTable: hasTable, Unique: unique,
 		Version: version, Latest: latest, AddUnique: "ALTER TABLE `" + s.table + "` ADD PRIMARY KEY (scope, `key`)"}), nil

@@ -11,14 +11,11 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/claimmix"
+	"github.com/idemkit/idem/internal/sqlcodec"
 )
 
 // querier is what *sql.DB and *sql.Tx have in common.
-type querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
+type querier = sqlcodec.Querier
 
 // Store is an [idem.Store] backed by a MySQL or MariaDB table. It is safe
 // for concurrent use. Use [Open] or [New] to create one.
@@ -95,21 +92,26 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 
 // New returns a store that uses db, which must come from the
 // go-sql-driver/mysql driver. The caller keeps ownership of db: Close does
-// not close it. New does not contact the server; call [Store.Migrate] to
-// apply the schema. cfg.Migrate must be false here, because applying
-// migrations needs a context: New refuses it rather than ignore it.
+// not close it. With cfg.Migrate set it applies pending migrations first,
+// under ctx; otherwise it does not contact the server.
 //
 // For one round trip per statement, open db with interpolateParams=true.
 // Other DSN options (clientFoundRows, parseTime, loc) do not change the
 // store's behaviour.
-func New(db *sql.DB, cfg Config) (*Store, error) {
+func New(ctx context.Context, db *sql.DB, cfg Config) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("mysqlstore: New: db is nil")
 	}
-	if cfg.Migrate {
-		return nil, errors.New("mysqlstore: Config.Migrate is applied by Open only; after New, call Store.Migrate(ctx)")
+	s, err := newStore(db, cfg)
+	if err != nil {
+		return nil, err
 	}
-	return newStore(db, cfg)
+	if s.migrate {
+		if err := s.Migrate(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
 func newStore(db *sql.DB, cfg Config) (*Store, error) {
@@ -130,29 +132,6 @@ func (s *Store) start(ctx context.Context) error {
 		return s.Migrate(ctx)
 	}
 	return nil
-}
-
-// WithTx returns a store whose operations run inside tx, so that a local
-// write and its record commit or roll back together: claim, do the effect
-// in tx, record the outcome in tx, commit. tx must come from the same
-// database. The returned store's Close does nothing; the transaction's owner
-// commits or rolls back.
-//
-// Isolation: under InnoDB's default REPEATABLE READ a plain SELECT reads the
-// transaction's snapshot, which may predate a concurrent claim that just
-// committed; the claim's INSERT, by contrast, checks the primary key against
-// the latest data. So every read that decides a write here is a locking read
-// (LOCK IN SHARE MODE after a duplicate, FOR UPDATE before an outcome
-// write), which reads the latest committed row and keeps it locked until tx
-// ends. READ COMMITTED works as well. Two consequences: a duplicate claim
-// inside tx holds a shared lock on the existing record until tx ends, and a
-// deadlock or lock-wait timeout aborts the caller's transaction, so the
-// store cannot retry it; the error is returned and the caller retries the
-// whole transaction.
-func (s *Store) WithTx(tx *sql.Tx) idem.Store {
-	c := *s
-	c.q, c.tx, c.owned = tx, tx, false
-	return &c
 }
 
 // Close releases the store: later calls return [idem.ErrClosed]. It closes

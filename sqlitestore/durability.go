@@ -95,8 +95,8 @@ func (s *Store) CheckSchema(ctx context.Context) (version int, findings []idem.F
 		}
 	}
 	latest := 0
-	if ms, err := loadMigrations(s.migrations); err == nil && len(ms) > 0 {
-		latest = ms[len(ms)-1].version
+	if ms, err := migrations(s.migrations); err == nil && len(ms) > 0 {
+		latest = ms[len(ms)-1].Version
 	}
 	return version, schemacheck.Findings(schemacheck.Schema{Table: table, HasTable: hasTable, Unique: unique,
 		Version: version, Latest: latest, AddUnique: "CREATE UNIQUE INDEX idem_records_scope_key ON idem_records (scope, key)"}), nil

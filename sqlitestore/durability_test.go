@@ -59,7 +59,7 @@ func TestCheckDurability(t *testing.T) {
 	if fs, err := s.CheckDurability(ctx); err != nil || len(fs) != 0 {
 		t.Fatalf("FULL: %+v, %v; want no finding", fs, err)
 	}
-	n, err := Open(ctx, Config{Path: tempPath(t), Migrate: true, Synchronous: "NORMAL"})
+	n, err := Open(ctx, tempPath(t), Config{Migrate: true, Synchronous: "NORMAL"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestCheckSchema(t *testing.T) {
 	if err != nil || len(fs) != 1 || fs[0].Setting != "unique constraint (scope, key)" {
 		t.Fatalf("without the primary key: %+v, %v; want the unique constraint found missing", fs, err)
 	}
-	bare, err := Open(ctx, Config{Path: tempPath(t)})
+	bare, err := Open(ctx, tempPath(t), Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

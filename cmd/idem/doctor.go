@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/storeopen"
+	"github.com/idemkit/idem/cmd/idem/internal/storeopen"
 )
 
 // exitFindings is doctor's exit code when it found something to fix.

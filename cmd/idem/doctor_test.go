@@ -56,7 +56,7 @@ healthy.
 func TestDoctorFindings(t *testing.T) {
 	t.Parallel()
 	dsn, path := migratedSQLite(t)
-	st, err := sqlitestore.Open(context.Background(), sqlitestore.Config{Path: path})
+	st, err := sqlitestore.Open(context.Background(), path, sqlitestore.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
