@@ -66,8 +66,23 @@ type Config struct {
 	// grow with the logarithm of its wait, not with the wait. A waiter
 	// also reads at the holder's lease deadline. Default to 5ms and 500ms.
 	PollMin, PollMax time.Duration
-	// Clock returns the current time. Defaults to time.Now.
+	// Clock returns the current time. When the store has a clock
+	// ([StoreClock]), the engine adds its measured offset to the store's
+	// clock to every reading it decides leases and expiry at, so engines
+	// whose clocks disagree agree on time. Defaults to time.Now.
 	Clock func() time.Time
+	// ClockSync is how often the engine re-measures its offset to the
+	// store's clock, on its own goroutine (stopped by Close); New measures
+	// it first. A measurement that fails keeps the last offset. Negative:
+	// never measure, decide on Clock alone (for tests that drive a fake
+	// clock against a store that has its own). Defaults to 1m.
+	ClockSync time.Duration
+	// AllowVolatileStore lets New start on a store that can forget
+	// recorded outcomes (see [DurabilityChecker]), or whose durability it
+	// cannot check, instead of refusing with [ErrVolatileStore]. The
+	// engine then logs each finding at error level and reports an
+	// [EventVolatileStore]. Defaults to false.
+	AllowVolatileStore bool
 	// Observer receives events for metrics and traces. Defaults to none.
 	Observer Observer
 	// Logger receives structured logs; keys are logged as hashes. Defaults
@@ -117,6 +132,9 @@ func (c *Config) fill() error {
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
+	}
+	if c.ClockSync == 0 {
+		c.ClockSync = time.Minute
 	}
 	if c.Observer == nil {
 		c.Observer = nopObserver{}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -43,12 +44,29 @@ type Engine struct {
 	// spoolDone is closed when it has.
 	stopSpool context.CancelFunc
 	spoolDone chan struct{}
+	// sync holds the offset to the store's clock (see clock.go).
+	sync *clockSync
 }
 
-// New returns an engine over store. It fails when the configuration is
-// invalid, including a TTL shorter than a window it must cover
-// ([ErrRetentionTooShort]).
+// New returns an engine over store. It is [NewContext] with a context that
+// ends after [StartTimeout].
 func New(store Store, cfg Config) (*Engine, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
+	defer cancel()
+	return NewContext(ctx, store, cfg)
+}
+
+// StartTimeout bounds the questions [New] asks the store.
+const StartTimeout = 10 * time.Second
+
+// NewContext returns an engine over store. It fails when the configuration
+// is invalid, including a TTL shorter than a window it must cover
+// ([ErrRetentionTooShort]), and when the store can forget recorded
+// outcomes ([ErrVolatileStore], see [DurabilityChecker]) unless
+// Config.AllowVolatileStore is set. When the store has a clock
+// ([StoreClock]) it measures its offset to it (see Config.ClockSync) and
+// fails when the store does not answer. ctx bounds these questions only.
+func NewContext(ctx context.Context, store Store, cfg Config) (*Engine, error) {
 	if store == nil {
 		return nil, errors.New("idem: New: store is nil")
 	}
@@ -56,14 +74,20 @@ func New(store Store, cfg Config) (*Engine, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	e := &Engine{store: store, cfg: cfg, cache: newReplayCache(cfg.ReplayCache, store), observe: observing(cfg.Observer), wallClock: wallClock}
+	if err := checkDurability(ctx, store, &cfg); err != nil {
+		return nil, err
+	}
+	e := &Engine{store: store, cfg: cfg, cache: newReplayCache(cfg.ReplayCache, store), observe: observing(cfg.Observer), wallClock: wallClock, sync: &clockSync{}}
+	if err := e.startClockSync(ctx); err != nil {
+		return nil, fmt.Errorf("idem: New: reading the store's clock: %w", err)
+	}
 	e.cacheOnFinish = e.cache != nil && !processLocal(store)
 	e.flights.init(e)
 	if cfg.Spool != nil {
-		var ctx context.Context
-		ctx, e.stopSpool = context.WithCancel(context.Background())
+		var sctx context.Context
+		sctx, e.stopSpool = context.WithCancel(context.Background())
 		e.spoolDone = make(chan struct{})
-		go e.spoolLoop(ctx, e.spoolDone)
+		go e.spoolLoop(sctx, e.spoolDone)
 	}
 	return e, nil
 }
@@ -83,7 +107,7 @@ func (e *Engine) Config() Config { return e.cfg }
 // else can see the claim before the transaction commits, so its lease does
 // not matter) and has no replay cache (what it reads may still roll back).
 func (e *Engine) WithStore(s Store) *Engine {
-	n := &Engine{store: s, cfg: e.cfg, txBound: true, observe: e.observe, wallClock: e.wallClock}
+	n := &Engine{store: s, cfg: e.cfg, txBound: true, observe: e.observe, wallClock: e.wallClock, sync: e.sync}
 	n.cfg.Spool = nil // an outcome that cannot commit rolls back with its transaction
 	n.flights.init(n)
 	return n
@@ -97,6 +121,9 @@ func (e *Engine) Close() error {
 	e.closed.Store(true)
 	e.flights.closeAll()
 	e.beats.idle()
+	if !e.txBound {
+		e.stopClockSync()
+	}
 	if e.stopSpool != nil {
 		e.stopSpool()
 		<-e.spoolDone
@@ -347,14 +374,18 @@ func (e *Engine) policy(p Policy) Policy {
 	return p
 }
 
-// now is the engine clock truncated to the precision stores keep.
-func (e *Engine) now() time.Time { return e.cfg.Clock().UTC().Truncate(time.Microsecond) }
+// now is the engine clock plus the offset to the store's clock, truncated
+// to the precision stores keep: the time every lease and expiry is decided
+// at.
+func (e *Engine) now() time.Time {
+	return e.cfg.Clock().Add(time.Duration(e.sync.offset.Load())).UTC().Truncate(time.Microsecond)
+}
 
 // nowAt is now, from wall (a time.Now reading just taken) when the engine
 // clock is the wall clock.
 func (e *Engine) nowAt(wall time.Time) time.Time {
 	if e.wallClock {
-		return wall.UTC().Truncate(time.Microsecond)
+		return wall.Add(time.Duration(e.sync.offset.Load())).UTC().Truncate(time.Microsecond)
 	}
 	return e.now()
 }

@@ -65,7 +65,8 @@ func (h *heartbeater) start(leaseUntil time.Time) {
 	}
 	var due time.Time
 	if h.e.wallClock && !leaseUntil.IsZero() {
-		due = leaseUntil.Add(h.every - h.lease)
+		// leaseUntil is on the store's clock; due is on this host's.
+		due = leaseUntil.Add(h.every - h.lease - time.Duration(h.e.sync.offset.Load()))
 	} else {
 		due = time.Now().Add(h.every)
 	}

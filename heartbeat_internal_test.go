@@ -224,7 +224,7 @@ func TestFinishTimersConcurrent(t *testing.T) {
 // one is, so that a running attempt keeps its lease.
 func TestCloseDisarmsAnIdleBeatTimer(t *testing.T) {
 	newEngine := func() *Engine {
-		e := &Engine{}
+		e := &Engine{sync: &clockSync{}}
 		e.flights.init(e)
 		return e
 	}
@@ -266,7 +266,7 @@ func TestCloseDisarmsAnIdleBeatTimer(t *testing.T) {
 func TestFirstBeatCountsFromTheClaim(t *testing.T) {
 	const lease = 30 * time.Second
 	for _, wall := range []bool{true, false} {
-		e := &Engine{wallClock: wall}
+		e := &Engine{wallClock: wall, sync: &clockSync{}}
 		e.flights.init(e)
 		claimed := time.Now().Add(-8 * time.Second) // a slow claim round trip
 		h := &heartbeater{e: e, lease: lease}

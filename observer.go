@@ -50,6 +50,13 @@ const (
 	// Reported by adapters (idemhttp), not by the engine. Operation,
 	// Scope, Key.
 	EventClientGone
+	// EventVolatileStore: the engine started on a store that can forget
+	// recorded outcomes because Config.AllowVolatileStore is set (Delta 1;
+	// Err is the [*VolatileStoreError], or why the check could not run).
+	EventVolatileStore
+	// EventClockOffset: the engine measured its offset to the store's
+	// clock (Duration: store minus engine; see [StoreClock]).
+	EventClockOffset
 )
 
 // Event is what the engine reports to an [Observer]. Scope and Key are the

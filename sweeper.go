@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -15,7 +16,10 @@ type SweeperConfig struct {
 	Interval time.Duration
 	// BatchSize bounds each delete. Defaults to 1000.
 	BatchSize int
-	// Clock returns the current time. Defaults to time.Now.
+	// Clock returns the time expiry is judged at. Defaults to the store's
+	// clock when it has one ([StoreClock]; read once per RunOnce, which
+	// fails when the store cannot tell the time), else time.Now. An
+	// engine's Now is also a good choice.
 	Clock func() time.Time
 	// Logger receives one line per sweep that deleted something. Defaults
 	// to discarding logs.
@@ -35,6 +39,9 @@ type SweeperConfig struct {
 type Sweeper struct {
 	store Store
 	cfg   SweeperConfig
+	// storeClock, when set, is the store's clock, read by each RunOnce
+	// since Config.Clock was left to its default.
+	storeClock StoreClock
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -49,20 +56,29 @@ func NewSweeper(store Store, cfg SweeperConfig) *Sweeper {
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 1000
 	}
+	var sc StoreClock
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
+		sc, _ = store.(StoreClock)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Sweeper{store: store, cfg: cfg}
+	return &Sweeper{store: store, cfg: cfg, storeClock: sc}
 }
 
 // RunOnce sweeps in batches until a batch deletes fewer than BatchSize
 // records, and returns the total deleted.
 func (s *Sweeper) RunOnce(ctx context.Context) (int, error) {
 	total := 0
-	now := s.cfg.Clock().UTC().Truncate(time.Microsecond)
+	now := s.cfg.Clock()
+	if s.storeClock != nil {
+		var err error
+		if now, err = s.storeClock.StoreTime(ctx); err != nil {
+			return 0, fmt.Errorf("idem: sweep: reading the store's clock: %w", err)
+		}
+	}
+	now = now.UTC().Truncate(time.Microsecond)
 	for {
 		n, err := s.store.Sweep(ctx, SweepParams{Now: now, Limit: s.cfg.BatchSize})
 		total += n

@@ -10,6 +10,8 @@
 //	idem_client_gone_total{operation}           clients that went away before their response reached them
 //	idem_spooled_outcomes                       outcomes held in the engine's spool, waiting for the store
 //	idem_duplicate_ratio                        share of calls that found the key already used (replay, conflict, mismatch)
+//	idem_store_volatile                         1 when started on a store that can forget (AllowVolatileStore)
+//	idem_store_clock_offset_seconds             last measured offset of the engine's clock to the store's
 //
 // [NewStoreCollector] adds the unknown-record gauges (idem_unknown_records,
 // idem_oldest_unknown_age_seconds) read from the store, and
@@ -35,6 +37,7 @@ type Observer struct {
 	storeOp  *prometheus.HistogramVec
 	gone     *prometheus.CounterVec
 	spooled  prometheus.Gauge
+	health   storeHealth
 
 	calls, duplicates atomic.Int64 // for idem_duplicate_ratio
 }
@@ -70,12 +73,13 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 			Name: "idem_spooled_outcomes",
 			Help: "Outcomes held in the engine's local spool because the store could not take them; applied when it answers.",
 		}),
+		health: newStoreHealth(),
 	}
 	ratio := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "idem_duplicate_ratio",
 		Help: "Share of engine calls (store errors excluded) that found their key already used: replay, conflict or mismatch.",
 	}, o.duplicateRatio)
-	for _, c := range []prometheus.Collector{o.requests, o.inFlight, o.wait, o.storeOp, o.gone, o.spooled, ratio} {
+	for _, c := range append([]prometheus.Collector{o.requests, o.inFlight, o.wait, o.storeOp, o.gone, o.spooled, ratio}, o.health.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -99,6 +103,8 @@ func (o *Observer) Observe(ctx context.Context, ev idem.Event) {
 		o.spooled.Add(float64(ev.Delta))
 	case idem.EventWait:
 		o.wait.Observe(ev.Duration.Seconds())
+	case idem.EventVolatileStore, idem.EventClockOffset:
+		o.health.observe(ev)
 	case idem.EventStore:
 		result := "ok"
 		switch {

@@ -77,7 +77,8 @@ type Config struct {
 	// Actor names who resolves records, in the engine's resolution log.
 	// Defaults to "reconciler".
 	Actor string
-	// Clock returns the current time. Defaults to the engine's clock.
+	// Clock returns the current time. Defaults to the engine's time
+	// (Engine.Now: its clock plus its offset to the store's clock).
 	Clock func() time.Time
 	// Logger receives one line per run and one per decision. Defaults to
 	// discarding logs.
@@ -114,7 +115,7 @@ func (c *Config) fill(eng *idem.Engine) error {
 		c.Actor = "reconciler"
 	}
 	if c.Clock == nil {
-		c.Clock = eng.Config().Clock
+		c.Clock = eng.Now
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -40,7 +40,8 @@ type RecovererConfig struct {
 	// Actor names who resolves records, in the engine's resolution log.
 	// Defaults to "recovery".
 	Actor string
-	// Clock returns the current time. Defaults to the engine's clock.
+	// Clock returns the current time. Defaults to the engine's time
+	// (Engine.Now: its clock plus its offset to the store's clock).
 	Clock func() time.Time
 	// Logger receives one line per decision. Defaults to discarding logs.
 	Logger *slog.Logger
@@ -89,7 +90,7 @@ func NewRecoverer(eng *idem.Engine, cfg RecovererConfig) (*Recoverer, error) {
 		cfg.Actor = "recovery"
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = eng.Config().Clock
+		cfg.Clock = eng.Now
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

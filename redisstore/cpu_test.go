@@ -43,7 +43,7 @@ func TestCPUPerRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	eng, err := idem.New(s, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: -1}})
+	eng, err := idem.New(s, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: -1}, AllowVolatileStore: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,6 +61,7 @@ func TestCrossClientRace(t *testing.T) {
 
 func newEngine(t *testing.T, st idem.Store, cfg idem.Config) *idem.Engine {
 	t.Helper()
+	cfg.AllowVolatileStore = true // the test server may run without persistence
 	e, err := idem.New(st, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -81,6 +81,9 @@ func open(ctx context.Context, path string, cfg Config, s *Store) (*Store, error
 }
 
 func (s *Store) connect(ctx context.Context) error {
+	if err := createPrivate(s.cfg.path); err != nil {
+		return err
+	}
 	w, err := sql.Open("sqlite", s.cfg.writerDSN())
 	if err != nil {
 		return fmt.Errorf("sqlitestore: open writer: %w", err)

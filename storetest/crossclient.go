@@ -65,7 +65,7 @@ const crossHold = 6 * time.Second
 
 func crossWaiter(t *testing.T, a, b idem.Store) {
 	ctx := ctxT(t)
-	holder, err := idem.New(a, idem.Config{Lease: time.Minute})
+	holder, err := idem.New(a, idem.Config{Lease: time.Minute, AllowVolatileStore: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func crossWaiter(t *testing.T, a, b idem.Store) {
 	if notifies {
 		pollMax = time.Minute
 	}
-	waiter, err := idem.New(waiterStore, idem.Config{InFlight: idem.InFlightWait, Wait: 30 * time.Second, PollMin: 10 * time.Millisecond, PollMax: pollMax})
+	waiter, err := idem.New(waiterStore, idem.Config{AllowVolatileStore: true, InFlight: idem.InFlightWait, Wait: 30 * time.Second, PollMin: 10 * time.Millisecond, PollMax: pollMax})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func raceEngines(t *testing.T, stores []idem.Store, goroutines, keys int) RaceRe
 	ctx := ctxT(t)
 	engines := make([]*idem.Engine, len(stores))
 	for i, st := range stores {
-		e, err := idem.New(st, idem.Config{Lease: time.Minute, InFlight: idem.InFlightReject})
+		e, err := idem.New(st, idem.Config{Lease: time.Minute, InFlight: idem.InFlightReject, AllowVolatileStore: true}) // test servers may run without persistence
 		if err != nil {
 			t.Fatal(err)
 		}

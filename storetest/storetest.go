@@ -40,6 +40,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Contract", func(t *testing.T) { runContract(t, h) })
 	t.Run("Engine", func(t *testing.T) { runEngine(t, h) })
 	t.Run("CrossInstance", func(t *testing.T) { runCrossClient(t, h) })
+	t.Run("SkewedClocks", func(t *testing.T) { runClocks(t, h) })
 }
 
 // open returns a fresh store closed at the end of the test.

@@ -4,7 +4,7 @@
 //
 // Exit codes: 0 ok, 1 failure, 2 usage; reconcile exits 3 when it finds
 // drift or over-counts, tools-audit when it finds an unkeyed side-effecting
-// tool. Every command takes --help. Flags
+// tool, doctor when it finds something to fix in a store. Every command takes --help. Flags
 // may come before or after positional arguments; "--" ends the flags.
 package main
 
@@ -57,6 +57,7 @@ var commands = map[string]command{
 	"tools-audit": {"report MCP tools with side effects and no idempotency key (exit 3)", cmdToolsAudit},
 	"bench":       {"measure idem against the raw driver of the same store", cmdBench},
 	"version":     {"print the module version, commit and Go version", cmdVersion},
+	"doctor":      {"check a store's schema, durability, clock and retention (exit 3 on findings)", cmdDoctor},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -98,5 +99,5 @@ func topUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'idem COMMAND --help' for a command's flags and an example.")
-	fmt.Fprintln(w, "Exit codes: 0 ok, 1 failure, 2 usage; 3 when reconcile or tools-audit finds a problem.")
+	fmt.Fprintln(w, "Exit codes: 0 ok, 1 failure, 2 usage; 3 when reconcile, tools-audit or doctor finds a problem.")
 }

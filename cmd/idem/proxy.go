@@ -39,6 +39,7 @@ type proxyOpts struct {
 	spool                                                 string
 	methods, releaseStatus                                string
 	requireKey, migrate                                   bool
+	allowVolatile                                         bool
 	wait, lease, ttl, shutdown, upstreamTimeout           *time.Duration
 	writeTimeout                                          *time.Duration
 	finishTimeout                                         *time.Duration
@@ -51,7 +52,7 @@ type proxyOpts struct {
 
 func cmdProxy(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("proxy",
-		"idem proxy --upstream URL [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--scope-header NAME] [--in-flight reject|wait] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--forward-key=false] [--record-header NAME]... [--intent FIELD=POINTER]... [--upstream-timeout DUR] [--write-timeout DUR] [--finish-timeout DUR] [--spool DIR] [--migrate=false] [--shutdown-timeout DUR]",
+		"idem proxy --upstream URL [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--scope-header NAME] [--in-flight reject|wait] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--forward-key=false] [--record-header NAME]... [--intent FIELD=POINTER]... [--upstream-timeout DUR] [--write-timeout DUR] [--finish-timeout DUR] [--spool DIR] [--migrate=false] [--allow-volatile-store] [--shutdown-timeout DUR]",
 		"Reverse proxy that makes an HTTP API's mutating requests idempotent with the\n"+
 			"Idempotency-Key header. GET, HEAD and OPTIONS pass through untouched.\n"+
 			"Responses are recorded and replayed with Idempotent-Replayed: true; see docs/http.md.",
@@ -78,6 +79,7 @@ func cmdProxy(ctx context.Context, e *env, args []string) int {
 	o.finishTimeout = f.duration("finish-timeout", 10*time.Second, "how long a response's outcome write is retried (with backoff) while the store does not answer; past it the outcome goes to --spool")
 	f.StringVar(&o.spool, "spool", DefaultSpool, "directory keeping outcomes the store could not take (fsync'd; applied when it answers, also after a restart); empty: none, such outcomes become unknown")
 	f.BoolVar(&o.migrate, "migrate", true, "apply the store's schema migrations at start-up")
+	f.BoolVar(&o.allowVolatile, "allow-volatile-store", false, "start on a store that can forget recorded responses (Redis evicting or without persistence, fsync off; see idem doctor): a retry after a lost record runs again")
 	o.shutdown = f.duration("shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight requests")
 	o.upstreamTimeout = f.duration("upstream-timeout", DefaultUpstreamTimeout, "how long a protected request's upstream exchange may take, response body included (0: no limit); past it, once sent, the outcome is unknown (504, then 409 on retries)")
 	o.writeTimeout = f.duration("write-timeout", idemhttp.DefaultWriteTimeout, "how long a client may take to accept each 64 KiB of a protected response (0: no limit); the outcome is recorded before, whatever the client does")
@@ -97,6 +99,14 @@ func cmdProxy(ctx context.Context, e *env, args []string) int {
 		return exitUsage
 	}
 	if err := runProxy(ctx, e, o, p); err != nil {
+		if verr := (*idem.VolatileStoreError)(nil); errors.As(err, &verr) {
+			fmt.Fprintln(e.stderr, "idem proxy: refusing to start: the store can forget recorded responses, and a retry after a lost record would run again:")
+			for _, fd := range verr.Findings {
+				fmt.Fprintf(e.stderr, "  %s = %s: %s\n    fix: %s\n", fd.Setting, fd.Value, fd.Problem, fd.Fix)
+			}
+			fmt.Fprintln(e.stderr, "Run idem doctor --store DSN for every finding; --allow-volatile-store starts anyway.")
+			return exitUsage
+		}
 		return f.fail(err)
 	}
 	return exitOK
@@ -213,7 +223,7 @@ func runProxy(ctx context.Context, e *env, o proxyOpts, p *plan) error {
 	}
 	eng, err := idem.New(st, idem.Config{TTL: *o.ttl, Cover: o.cover, Lease: *o.lease, InFlight: p.inFlight,
 		Wait: *o.wait, Observer: obs, Logger: log, Spool: spool, FinishTimeout: *o.finishTimeout,
-		EffectTimeout: effectTimeout(p.upstreamTimeout)})
+		EffectTimeout: effectTimeout(p.upstreamTimeout), AllowVolatileStore: o.allowVolatile})
 	if err != nil {
 		return err
 	}

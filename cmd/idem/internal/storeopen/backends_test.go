@@ -312,7 +312,7 @@ func TestOpenServiceBackends(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			e, err := idem.New(st, idem.Config{})
+			e, err := idem.New(st, idem.Config{AllowVolatileStore: true}) // test servers may run without persistence
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -370,7 +370,7 @@ func TestOpenRedisWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	e, err := idem.New(st, idem.Config{})
+	e, err := idem.New(st, idem.Config{AllowVolatileStore: true}) // test servers may run without persistence
 	if err != nil {
 		t.Fatal(err)
 	}
