@@ -58,3 +58,51 @@ func TestEngineAllocations(t *testing.T) {
 	}
 	t.Logf("first %.0f, replay %.0f allocations", first, replay)
 }
+
+// BenchmarkEngineFirstTime and BenchmarkEngineReplay time the two paths
+// whose allocations TestEngineAllocations bounds (memory store; run with
+// -benchmem to see the counts the ceilings pin).
+func BenchmarkEngineFirstTime(b *testing.B) {
+	ctx := context.Background()
+	e, err := idem.New(memstore.New(), idem.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	fp := idem.NewFingerprint([]byte("body"))
+	in := &idem.Intent{Operation: "charge"}
+	val := []byte(`{"id":"ch_1"}`)
+	h := func(context.Context, *idem.Attempt) ([]byte, error) { return val, nil }
+	keys := make([]idem.Key, b.N)
+	for i := range keys {
+		keys[i] = idem.Key("first-" + strconv.Itoa(i))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := e.DoBytes(ctx, idem.Request{Key: keys[i], Fingerprint: fp, Intent: in}, h); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEngineReplay(b *testing.B) {
+	ctx := context.Background()
+	e, err := idem.New(memstore.New(), idem.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	req := idem.Request{Key: "k", Fingerprint: idem.NewFingerprint([]byte("body"))}
+	h := func(context.Context, *idem.Attempt) ([]byte, error) { return []byte("v"), nil }
+	if _, err := e.DoBytes(ctx, req, h); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := e.DoBytes(ctx, req, h); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -591,3 +591,76 @@ func newAttemptID() string {
 	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
 	return hex.EncodeToString(b[:])
 }
+
+// doHeld answers a duplicate of a key this engine holds (DoBytes found
+// it held): it is rejected or waits for the outcome, as do would answer it,
+// with no store claim of its own.
+//
+// It runs right under DoBytes, not under do and the claim loop, whose
+// frames are large, so that a goroutine parked here keeps a 4 KiB stack
+// under a plain `res, err := e.DoBytes(...)` caller, not 8 KiB. Results
+// are written through res, so that no frame down to the parking point holds
+// a Result. The replay cache is not consulted: this engine's claim of the
+// key found no recorded outcome to replay, so the cache has none current.
+func (e *Engine) doHeld(ctx context.Context, req *Request, h Handler, res *Result) error {
+	var start time.Time
+	if e.observe {
+		start = e.cfg.Clock()
+	}
+	var out Outcome
+	var err error
+	// The checks do makes before the key's state matters (a held key is
+	// valid: it was claimed), then do's answer to an in-flight duplicate.
+	switch pol := e.policy(req.Policy); {
+	case e.closed.Load():
+		out, err = OutcomeError, ErrClosed
+	case h == nil:
+		out, err = OutcomeError, errors.New("idem: DoBytes: handler is nil")
+	case ctx.Err() != nil:
+		out, err = OutcomeError, ctx.Err()
+	case pol.InFlight == InFlightReject:
+		out, err = OutcomeConflict, e.inFlight(req)
+	default:
+		deadline := time.Now().Add(pol.Wait)
+		settled, werr := e.wait(ctx, req.Scope, string(req.Key), deadline)
+		out, err = e.afterHeld(ctx, req, h, &deadline, settled, werr, res)
+	}
+	if e.observe {
+		e.observeOutcome(ctx, req, out, start, err)
+	}
+	return err
+}
+
+// afterHeld continues a duplicate of a held key once its wait returned:
+// the recorded outcome is replayed; released, unknown or expired, the claim
+// loop decides, within what is left of the wait bound.
+func (e *Engine) afterHeld(ctx context.Context, req *Request, h Handler, deadline *time.Time, settled *Record, werr error, res *Result) (Outcome, error) {
+	now, done, out, err := e.turn(req, settled, werr, res)
+	if done {
+		return out, err
+	}
+	*res, out, err = e.claimLoop(ctx, req, e.policy(req.Policy), h, *deadline, now)
+	return out, err
+}
+
+// turn decides, once a wait returned settled and werr, whether the waiter
+// is done. When the in-flight attempt recorded an outcome, that outcome is
+// replayed into *res from the record the shared watch read, with no further
+// store read, and done is true; so is it when the wait failed (ErrInFlight
+// at the deadline, ctx's error). Otherwise — released, unknown, expired —
+// done is false and now is the time to claim again at.
+func (e *Engine) turn(req *Request, settled *Record, werr error, res *Result) (now time.Time, done bool, out Outcome, err error) {
+	if werr != nil {
+		if errors.Is(werr, ErrInFlight) {
+			return now, true, OutcomeConflict, e.inFlight(req)
+		}
+		return now, true, OutcomeError, werr
+	}
+	now = e.now()
+	if settled != nil && settled.State.Terminal() && !settled.Expired(now) {
+		e.cache.put(req.Scope, string(req.Key), settled)
+		*res, out, err = e.replay(req, settled)
+		return now, true, out, err
+	}
+	return now, false, out, nil
+}

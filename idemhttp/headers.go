@@ -7,11 +7,13 @@ import (
 
 // DefaultRecordHeaders are the response headers recorded and replayed when
 // Config.RecordHeaders adds nothing: those that describe the body or the
-// resource, none that carry credentials or connection state.
+// resource, none that carry credentials or connection state, and the
+// upstream's request id (Request-Id, X-Request-Id), which SDKs surface and
+// support tickets quote: a replay names the request that made the effect.
 var DefaultRecordHeaders = []string{
 	"Cache-Control", "Content-Disposition", "Content-Encoding", "Content-Language",
 	"Content-Location", "Content-Type", "ETag", "Expires", "Last-Modified", "Link",
-	"Location", "Retry-After", "Vary",
+	"Location", "Request-Id", "Retry-After", "Vary", "X-Request-Id",
 }
 
 // neverRecorded are headers that are never recorded or replayed, even when

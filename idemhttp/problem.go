@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -91,10 +92,73 @@ type Problem struct {
 	// RecordedStatus is the status of the applied request whose response
 	// could not be recorded (response-too-large only).
 	RecordedStatus int `json:"recorded_status,omitempty"`
+	// Error repeats the problem in the shape Stripe-style SDKs look for:
+	// they raise an error only when the JSON body carries an "error"
+	// member, and would otherwise take a problem for a resource. Set by
+	// WriteProblem from Type when nil.
+	Error *ProblemError `json:"error,omitempty"`
+}
+
+// ProblemError is the "error" extension member of a [Problem], in Stripe's
+// vocabulary where it has one.
+type ProblemError struct {
+	// Type is Stripe's error type: idempotency_error, invalid_request_error
+	// or api_error.
+	Type string `json:"type"`
+	// Code is stable per problem type: Stripe's code where it has one
+	// (idempotency_key_in_use), else the problem type's anchor with
+	// underscores (outcome_unknown).
+	Code string `json:"code"`
+	// Message is the problem's detail (or title).
+	Message string `json:"message"`
+}
+
+// stripeError says how a problem type reads to a Stripe-style client: its
+// error type and code, and whether the Stripe-Should-Retry header tells
+// such a client (which retries 409 and 5xx by itself, ignoring
+// Retry-After) to retry ("true"), not to ("false"), or nothing ("").
+type stripeError struct{ typ, code, retry string }
+
+var stripeErrors = map[string]stripeError{
+	TypeKeyMissing:          {"invalid_request_error", "idempotency_key_missing", "false"},
+	TypeKeyInvalid:          {"invalid_request_error", "idempotency_key_invalid", "false"},
+	TypeBodyTooLarge:        {"invalid_request_error", "body_too_large", "false"},
+	TypeBodyInvalidJSON:     {"invalid_request_error", "body_invalid_json", "false"},
+	TypeBodyUnreadable:      {"invalid_request_error", "body_unreadable", ""},
+	TypeKeyMismatch:         {"invalid_request_error", "idempotency_key_mismatch", "false"},
+	TypeInFlight:            {"idempotency_error", "idempotency_key_in_use", "true"},
+	TypeOutcomeUnknown:      {"idempotency_error", "idempotency_outcome_unknown", "false"},
+	TypeStoreUnavailable:    {"api_error", "store_unavailable", "true"},
+	TypeRequestCancelled:    {"api_error", "request_cancelled", "true"},
+	TypeResponseTooLarge:    {"idempotency_error", "response_too_large", "false"},
+	TypeScopeMissing:        {"invalid_request_error", "scope_missing", "false"},
+	TypeScopeInvalid:        {"invalid_request_error", "scope_invalid", "false"},
+	TypeUpstreamUnreachable: {"api_error", "upstream_unreachable", "true"},
+	TypeUpstreamTimeout:     {"api_error", "upstream_timeout", "false"},
+	TypeRecordUnreadable:    {"api_error", "record_unreadable", "false"},
+	TypeInternal:            {"api_error", "internal_error", ""},
+}
+
+// stripeFor returns the Stripe-style reading of a problem type; a type
+// idem does not define (a caller's own) reads as an api_error whose code
+// is the type's last path segment or anchor.
+func stripeFor(typ string) stripeError {
+	if se, ok := stripeErrors[typ]; ok {
+		return se
+	}
+	code := typ
+	if i := strings.LastIndexAny(code, "#/"); i >= 0 {
+		code = code[i+1:]
+	}
+	return stripeError{typ: "api_error", code: strings.ReplaceAll(code, "-", "_")}
 }
 
 // WriteProblem writes p as application/problem+json with status p.Status,
-// and a Retry-After header when p.RetryAfter is set.
+// and a Retry-After header when p.RetryAfter is set. It fills p.Error when
+// nil, and sets Stripe-Should-Retry where a Stripe-style client's own
+// retry rule (every 409 and 5xx) would be wrong or too timid: "false" for
+// outcome-unknown and the client errors a retry cannot fix, "true" for
+// in-flight and store-unavailable.
 func WriteProblem(w http.ResponseWriter, p *Problem) {
 	h := w.Header()
 	h.Set("Content-Type", ProblemContentType)
@@ -102,6 +166,17 @@ func WriteProblem(w http.ResponseWriter, p *Problem) {
 	h.Del("Content-Length")
 	if p.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(p.RetryAfter))
+	}
+	se := stripeFor(p.Type)
+	if p.Error == nil {
+		msg := p.Detail
+		if msg == "" {
+			msg = p.Title
+		}
+		p.Error = &ProblemError{Type: se.typ, Code: se.code, Message: msg}
+	}
+	if se.retry != "" {
+		h.Set("Stripe-Should-Retry", se.retry)
 	}
 	b, _ := json.Marshal(p) // a Problem always marshals
 	w.WriteHeader(p.Status)
