@@ -43,14 +43,8 @@ import (
 // faultStores are the stores every scenario runs on; each call makes a
 // fresh, isolated store (own file, schema, table or key prefix).
 func faultStores() map[string]func(t *testing.T) string {
-	return map[string]func(t *testing.T) string{
-		"sqlite":   func(t *testing.T) string { return "sqlite://" + filepath.Join(t.TempDir(), "idem.db") },
-		"postgres": func(t *testing.T) string { return pgtest.DSN(t) },
-		"mysql":    func(t *testing.T) string { return mysqltest.URL(t, storeopen.MySQLURL) },
-		"redis": func(t *testing.T) string {
-			return strings.TrimSuffix(testenv.Redis.Need(t), "/") + "?prefix=" + scratchName(t)
-		},
-	}
+	px, svc := proxyStores(nil), serviceStores()
+	return map[string]func(t *testing.T) string{"sqlite": px["sqlite"], "postgres": px["postgres"], "mysql": svc["mysql"], "redis": svc["redis"]}
 }
 
 // forEachFaultStore runs f as a parallel subtest per store.
@@ -125,6 +119,18 @@ func (u *faultUpstream) total() int {
 		n += c
 	}
 	return n
+}
+
+// awaitArrivals waits until n requests have reached the upstream.
+func (u *faultUpstream) awaitArrivals(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for u.total() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests reached the upstream in 30 s, want %d", u.total(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (u *faultUpstream) keyURL(p *proc, key string) string { return p.url("/k/" + key) }
@@ -516,9 +522,7 @@ func TestFaultStoreDown2s(t *testing.T) {
 				c.untilAnswered(up.keyURL(p, key), key, `{"amount":`+strconv.Itoa(i)+`}`, 60, 250*time.Millisecond)
 			})
 		}
-		for up.total() < keys/4 {
-			time.Sleep(5 * time.Millisecond)
-		}
+		up.awaitArrivals(t, keys/4)
 		o.down()
 		t.Logf("store down with %d of %d keys at the upstream", up.total(), keys)
 		time.Sleep(2 * time.Second)
@@ -551,9 +555,7 @@ func TestFaultStoreDownPastFinishTimeout(t *testing.T) {
 			key := fmt.Sprintf("spooled-%02d", i)
 			wg.Go(func() { c.call(up.keyURL(p1, key), key, `{"amount":5}`) })
 		}
-		for up.total() < keys {
-			time.Sleep(5 * time.Millisecond)
-		}
+		up.awaitArrivals(t, keys)
 		o.down() // every effect is running; none has recorded its outcome
 		downAt := time.Now()
 		wg.Wait()
