@@ -519,7 +519,7 @@ func TestFaultStoreDown2s(t *testing.T) {
 		for i := range keys {
 			key := fmt.Sprintf("outage-%03d", i)
 			wg.Go(func() {
-				c.untilAnswered(up.keyURL(p, key), key, `{"amount":`+strconv.Itoa(i)+`}`, 60, 250*time.Millisecond)
+				c.untilAnswered(up.keyURL(p, key), key, `{"amount":`+strconv.Itoa(i)+`}`, 120, 250*time.Millisecond)
 			})
 		}
 		up.awaitArrivals(t, keys/4)
