@@ -530,6 +530,7 @@ func TestFaultStoreDown2s(t *testing.T) {
 		wg.Wait()
 		r := checkHistory(t, "store down 2s, 400 keys in flight", &h, up, o.direct)
 		wantAllAnswered(t, r)
+		logTrouble(t, p)
 	})
 }
 
@@ -593,6 +594,28 @@ func TestFaultStoreDownPastFinishTimeout(t *testing.T) {
 			t.Errorf("states %v, want %d succeeded", r.States, keys)
 		}
 	})
+}
+
+// logTrouble logs, when t failed, the proxy's warnings and errors (the
+// first few of each message).
+func logTrouble(t *testing.T, p *proc) {
+	if !t.Failed() {
+		return
+	}
+	seen := map[string]int{}
+	for _, line := range strings.Split(p.logs(), "\n") {
+		if !strings.Contains(line, "level=WARN") && !strings.Contains(line, "level=ERROR") {
+			continue
+		}
+		_, msg, _ := strings.Cut(line, "msg=")
+		msg, _, _ = strings.Cut(msg, "=")
+		if seen[msg]++; seen[msg] <= 3 {
+			t.Logf("proxy: %s", line)
+		}
+	}
+	for msg, n := range seen {
+		t.Logf("proxy: %d× %s", n, msg)
+	}
 }
 
 // healthz reads the proxy's /healthz.
