@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/idemkit/idem/internal/bodytag"
+	"github.com/idemkit/idem/internal/httpsyntax"
 )
 
 // MaxJSONDepth is the deepest nesting of arrays and objects that
@@ -539,25 +542,11 @@ func hex4(s []byte, i int) (rune, bool) {
 	return r, true
 }
 
-// appendStringRune writes r as it appears inside a canonical string.
+// appendStringRune writes r as it appears inside a canonical string: a
+// quote, a backslash and control characters escaped, nothing else.
 func appendStringRune(out []byte, r rune) []byte {
-	switch r {
-	case '"', '\\':
-		return append(out, '\\', byte(r))
-	case '\b':
-		return append(out, '\\', 'b')
-	case '\f':
-		return append(out, '\\', 'f')
-	case '\n':
-		return append(out, '\\', 'n')
-	case '\r':
-		return append(out, '\\', 'r')
-	case '\t':
-		return append(out, '\\', 't')
-	}
-	if r < 0x20 {
-		const lower = "0123456789abcdef"
-		return append(out, '\\', 'u', '0', '0', lower[r>>4], lower[r&15])
+	if r == '"' || r == '\\' || r < 0x20 {
+		return appendEscapedASCII(out, byte(r))
 	}
 	return utf8.AppendRune(out, r)
 }
@@ -693,8 +682,8 @@ func appendDecimal(out []byte, neg bool, d []byte, exp int64) []byte {
 // Domain tags keep the two ways of hashing a body apart, so that a JSON body
 // and a raw body with the same bytes never share a fingerprint.
 var (
-	fingerprintJSONTag = []byte("idem/body/json/v1")
-	fingerprintRawTag  = []byte("idem/body/raw/v1")
+	fingerprintJSONTag = []byte(bodytag.JSON)
+	fingerprintRawTag  = []byte(bodytag.Raw)
 )
 
 // FingerprintRequest returns the fingerprint of a request: its method, its
@@ -739,18 +728,7 @@ func IsJSONContentType(ct string) bool {
 	if len(sub) <= len(suffix) || !strings.EqualFold(sub[len(sub)-len(suffix):], suffix) {
 		return false
 	}
-	return isToken(sub[:len(sub)-len(suffix)])
-}
-
-// isToken reports whether s is made of RFC 9110 token characters.
-func isToken(s string) bool {
-	for i := 0; i < len(s); i++ {
-		b := s[i]
-		if b <= ' ' || b >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, b) >= 0 {
-			return false
-		}
-	}
-	return true
+	return httpsyntax.IsToken(sub[:len(sub)-len(suffix)])
 }
 
 // TopLevelDigests maps each member name of the JSON object body to a short

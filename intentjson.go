@@ -74,7 +74,6 @@ func encodeIntent(in *Intent) []byte {
 // characters escaped, invalid UTF-8 replaced by U+FFFD, U+2028 and U+2029
 // escaped.
 func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -84,23 +83,7 @@ func appendJSONString(b []byte, s string) []byte {
 			continue
 		}
 		if c < utf8.RuneSelf {
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
+			b = appendEscapedASCII(append(b, s[start:i]...), c)
 			i++
 			start = i
 			continue
@@ -115,7 +98,7 @@ func appendJSONString(b []byte, s string) []byte {
 		}
 		if r == '\u2028' || r == '\u2029' {
 			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			b = append(b, '\\', 'u', '2', '0', '2', lowerHex[r&0xF])
 			i += size
 			start = i
 			continue
@@ -134,3 +117,28 @@ var jsonSafe = func() (t [256]bool) {
 	}
 	return t
 }()
+
+const lowerHex = "0123456789abcdef"
+
+// appendEscapedASCII appends the escape of the ASCII byte c inside a JSON
+// string: \" and \\, the short escape of a control character that has one,
+// and \u00XX for any other. Both of the package's JSON writers use it: the
+// canonical form (which escapes only what JSON requires) and
+// appendJSONString (which also escapes HTML characters).
+func appendEscapedASCII(b []byte, c byte) []byte {
+	switch c {
+	case '\\', '"':
+		return append(b, '\\', c)
+	case '\b':
+		return append(b, '\\', 'b')
+	case '\f':
+		return append(b, '\\', 'f')
+	case '\n':
+		return append(b, '\\', 'n')
+	case '\r':
+		return append(b, '\\', 'r')
+	case '\t':
+		return append(b, '\\', 't')
+	}
+	return append(b, '\\', 'u', '0', '0', lowerHex[c>>4], lowerHex[c&0xF])
+}

@@ -8,12 +8,13 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/bodytag"
 )
 
 // jsonFingerprintTag is the domain tag [idem.FingerprintRequest] hashes a
 // JSON body under. fingerprintJSON hashes the same parts from a canonical
 // form it also uses for the digests; a test holds the two equal.
-var jsonFingerprintTag = []byte("idem/body/json/v1")
+var jsonFingerprintTag = []byte(bodytag.JSON)
 
 // canonBufs holds canonical-form buffers between requests.
 var canonBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/listorder"
 )
 
 type rkey struct{ scope, key string }
@@ -262,40 +263,17 @@ func (s *Store) List(ctx context.Context, f idem.ListFilter) ([]idem.Record, err
 		if !f.CreatedBefore.IsZero() && !r.CreatedAt.Before(f.CreatedBefore) {
 			continue
 		}
-		if f.After != nil && !after(r, f.After) {
+		if !listorder.After(r, f.After) {
 			continue
 		}
 		out = append(out, clone(r))
 	}
-	slices.SortFunc(out, func(a, b idem.Record) int {
-		return compare(&a, &idem.Cursor{CreatedAt: b.CreatedAt, Scope: b.Scope, Key: b.Key})
-	})
+	slices.SortFunc(out, listorder.Records)
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[:f.Limit]
 	}
 	return out, nil
 }
-
-func compare(r *idem.Record, c *idem.Cursor) int {
-	if n := r.CreatedAt.Compare(c.CreatedAt); n != 0 {
-		return n
-	}
-	if r.Scope != c.Scope {
-		if r.Scope < c.Scope {
-			return -1
-		}
-		return 1
-	}
-	switch {
-	case r.Key < c.Key:
-		return -1
-	case r.Key > c.Key:
-		return 1
-	}
-	return 0
-}
-
-func after(r *idem.Record, c *idem.Cursor) bool { return compare(r, c) > 0 }
 
 // Sweep implements [idem.Store].
 func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/sqlcodec"
 )
 
 // maxRounds bounds the read-decide-write loops. A round repeats only when
@@ -66,7 +67,7 @@ func (s *Store) claimRound(ctx context.Context, p idem.ClaimParams) (res idem.Cl
 	}
 	fpr := p.Fingerprint // a copy, so that only these 32 bytes go to the heap, not p
 	_, err = s.q.ExecContext(ctx, s.sql.insert, p.Scope, p.Key, fpr[:], p.AttemptID,
-		nullBytes(p.Intent), p.Now.UnixMicro(), micros(p.LeaseUntil))
+		sqlcodec.Bytes(p.Intent), p.Now.UnixMicro(), sqlcodec.Micros(p.LeaseUntil))
 	s.mix.Observe(err != nil && isDuplicate(err))
 	switch {
 	case err == nil:
@@ -99,8 +100,8 @@ func (s *Store) existing(p idem.ClaimParams, rec *idem.Record) idem.ClaimResult 
 // reclaim replaces an expired terminal record with a new claim under the
 // next fence, if it is still the record that was read and still expired.
 func (s *Store) reclaim(ctx context.Context, p idem.ClaimParams, old *idem.Record) (idem.ClaimResult, bool, error) {
-	done, err := s.write(ctx, "claim", s.sql.reclaim, p.Fingerprint[:], p.AttemptID, nullBytes(p.Intent),
-		p.Now.UnixMicro(), micros(p.LeaseUntil), p.Scope, p.Key, old.Fence, p.Now.UnixMicro())
+	done, err := s.write(ctx, "claim", s.sql.reclaim, p.Fingerprint[:], p.AttemptID, sqlcodec.Bytes(p.Intent),
+		p.Now.UnixMicro(), sqlcodec.Micros(p.LeaseUntil), p.Scope, p.Key, old.Fence, p.Now.UnixMicro())
 	if !done || err != nil {
 		return idem.ClaimResult{}, done, err
 	}

@@ -6,37 +6,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/sqlcodec"
 )
-
-// Times are stored as BIGINT microseconds since the Unix epoch (UTC): no
-// dependence on parseTime, the session time zone or DATETIME's range, and
-// comparisons in SQL are integer comparisons. The engine passes times
-// truncated to the microsecond, so nothing is lost.
-
-// micros encodes t for a nullable column: the zero time is NULL.
-func micros(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t.UnixMicro()
-}
-
-// fromMicros decodes a nullable time column.
-func fromMicros(v sql.NullInt64) time.Time {
-	if !v.Valid {
-		return time.Time{}
-	}
-	return time.UnixMicro(v.Int64).UTC()
-}
-
-// nullBytes stores a nil slice as NULL, so that nil and empty survive a
-// round trip distinctly.
-func nullBytes(b []byte) any {
-	if b == nil {
-		return nil
-	}
-	return b
-}
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -63,7 +34,7 @@ func scanRecord(row scanner) (*idem.Record, error) {
 	}
 	r.Intent, r.Result, r.Mark = intent, result, idem.Mark(mark)
 	r.CreatedAt = time.UnixMicro(created).UTC()
-	r.LeaseUntil, r.CompletedAt, r.ExpiresAt = fromMicros(lease), fromMicros(completed), fromMicros(expires)
+	r.LeaseUntil, r.CompletedAt, r.ExpiresAt = sqlcodec.FromMicros(lease), sqlcodec.FromMicros(completed), sqlcodec.FromMicros(expires)
 	return &r, nil
 }
 

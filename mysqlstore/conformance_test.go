@@ -28,7 +28,7 @@ func sharedPool(t testing.TB) *sql.DB {
 // migrated returns a store on a fresh, migrated table of db.
 func migrated(t *testing.T, db *sql.DB) *mysqlstore.Store {
 	t.Helper()
-	st, err := mysqlstore.New(db, mysqlstore.Config{Table: testTable(t, db)})
+	st, err := mysqlstore.New(context.Background(), db, mysqlstore.Config{Table: testTable(t, db)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestConformance(t *testing.T) {
 		// another process opens it.
 		NewPeer: func(t *testing.T, st idem.Store) idem.Store {
 			table, _ := tables.Load(st)
-			peer, err := mysqlstore.New(sharedPool(t), mysqlstore.Config{Table: table.(string)})
+			peer, err := mysqlstore.New(context.Background(), sharedPool(t), mysqlstore.Config{Table: table.(string)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -67,7 +67,7 @@ func TestConstraintEvidence(t *testing.T) {
 	db := sharedPool(t)
 	ctx := context.Background()
 
-	broken, err := mysqlstore.New(db, mysqlstore.Config{Table: testTable(t, db)})
+	broken, err := mysqlstore.New(context.Background(), db, mysqlstore.Config{Table: testTable(t, db)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,9 +14,9 @@ import (
 )
 
 // The store runs on a *sql.DB the application owns; interpolateParams=true
-// saves a round trip per statement. New does not contact the server, so
-// the schema is applied with Migrate. The example needs a MySQL or MariaDB
-// server, so it is compiled but not run.
+// saves a round trip per statement. With Migrate set, New applies the
+// schema. The example needs a MySQL or MariaDB server, so it is compiled
+// but not run.
 func ExampleNew() {
 	ctx := context.Background()
 	db, err := sql.Open("mysql", "app@tcp(127.0.0.1:3306)/app?interpolateParams=true")
@@ -25,14 +25,11 @@ func ExampleNew() {
 	}
 	defer db.Close()
 
-	store, err := mysqlstore.New(db, mysqlstore.Config{})
+	store, err := mysqlstore.New(ctx, db, mysqlstore.Config{Migrate: true})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer store.Close()
-	if err := store.Migrate(ctx); err != nil {
-		log.Fatal(err)
-	}
 
 	engine, err := idem.New(store, idem.Config{})
 	if err != nil {
@@ -61,7 +58,7 @@ func ExampleStore_WithTx() {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	s, err := mysqlstore.New(db, mysqlstore.Config{})
+	s, err := mysqlstore.New(context.Background(), db, mysqlstore.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/sqlcodec"
 )
 
 // CreateTableWithoutPrimaryKey creates the records table as migration 1
@@ -15,7 +16,7 @@ import (
 // leave. It fails if the migration no longer has the line it removes, so
 // the evidence test cannot silently test the real schema.
 func (s *Store) CreateTableWithoutPrimaryKey(ctx context.Context) error {
-	stmts := migrations[0].statements(s.table)
+	stmts := migrationStatements(migrations[0], s.table)
 	const pk = "PRIMARY KEY (scope, `key`),"
 	if len(stmts) != 1 || !strings.Contains(stmts[0], pk) {
 		return fmt.Errorf("migration 1 has no %q line to remove", pk)
@@ -41,7 +42,7 @@ func (c checkThenInsert) Claim(ctx context.Context, p idem.ClaimParams) (idem.Cl
 		return idem.ClaimResult{}, c.wrap("claim", err)
 	}
 	if _, err := c.q.ExecContext(ctx, c.sql.insert, p.Scope, p.Key, p.Fingerprint[:], p.AttemptID,
-		nullBytes(p.Intent), p.Now.UnixMicro(), micros(p.LeaseUntil)); err != nil {
+		sqlcodec.Bytes(p.Intent), p.Now.UnixMicro(), sqlcodec.Micros(p.LeaseUntil)); err != nil {
 		return idem.ClaimResult{}, c.wrap("claim", err)
 	}
 	return idem.ClaimResult{Record: newClaim(p, 1), Claimed: true}, nil

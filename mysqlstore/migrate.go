@@ -8,11 +8,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemkit/idem/internal/migration"
 )
 
 const migrationsSuffix = "_migrations"
@@ -20,52 +19,17 @@ const migrationsSuffix = "_migrations"
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-// migration is one numbered, embedded schema step. Its file name is
-// NNNN_name.sql; "{{table}}" in the text stands for the records table.
-type migration struct {
-	version int
-	name    string
-	text    string
-}
-
 // migrations are parsed once; a malformed embedded file is a build bug,
-// caught by the package tests.
-var migrations, migrationsErr = loadMigrations()
+// caught by the package tests. "{{table}}" in their text stands for the
+// records table.
+var migrations, migrationsErr = migration.Load("mysqlstore", migrationFS, "migrations/*.sql")
 
-func loadMigrations() ([]migration, error) {
-	files, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, f := range files {
-		base := strings.TrimSuffix(strings.TrimPrefix(f, "migrations/"), ".sql")
-		num, name, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v < 1 {
-			return nil, fmt.Errorf("mysqlstore: migration file %q is not named NNNN_name.sql", f)
-		}
-		b, err := migrationFS.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: name, text: string(b)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i, m := range ms {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("mysqlstore: migrations are not numbered 1..n: found %d at position %d", m.version, i+1)
-		}
-	}
-	return ms, nil
-}
-
-// statements splits a migration into statements for the table. Statements
+// migrationStatements splits migration m into statements for the table. Statements
 // end with ";" at the end of a line; "--" comment lines are dropped.
-func (m migration) statements(table string) []string {
+func migrationStatements(m migration.Migration, table string) []string {
 	var out []string
 	var cur strings.Builder
-	for _, line := range strings.Split(m.text, "\n") {
+	for _, line := range strings.Split(m.SQL, "\n") {
 		if strings.HasPrefix(strings.TrimSpace(line), "--") {
 			continue
 		}
@@ -118,27 +82,14 @@ func MigrationsScript(cfg Config) (string, error) {
 	var b strings.Builder
 	b.WriteString(migrationsTableSQL(table) + ";\n")
 	for _, m := range migrations {
-		fmt.Fprintf(&b, "\n-- migration %d: %s\n", m.version, m.name)
-		for _, s := range m.statements(table) {
+		fmt.Fprintf(&b, "\n-- migration %d: %s\n", m.Version, m.Name)
+		for _, s := range migrationStatements(m, table) {
 			b.WriteString(s + ";\n")
 		}
 		fmt.Fprintf(&b, "INSERT INTO `%s%s` (version, name) VALUES (%d, '%s') ON DUPLICATE KEY UPDATE version = version;\n",
-			table, migrationsSuffix, m.version, m.name)
+			table, migrationsSuffix, m.Version, m.Name)
 	}
 	return b.String(), nil
-}
-
-// MigrationsSQL is [MigrationsScript] for table (empty means
-// [DefaultTable]), kept with its signature for callers written before
-// MigrationsScript. It has no error to return: if table is not a valid
-// name, the script is a single SQL comment that says why, with no
-// statements. Prefer MigrationsScript, which returns that as an error.
-func MigrationsSQL(table string) string {
-	script, err := MigrationsScript(Config{Table: table})
-	if err != nil {
-		return "-- " + err.Error() + "\n"
-	}
-	return script
 }
 
 // migrateLockWait bounds how long Migrate waits for another process that
@@ -207,45 +158,51 @@ func releaseLock(conn *sql.Conn, lock string) {
 }
 
 func (s *Store) applyMigrations(ctx context.Context, conn *sql.Conn) error {
-	if _, err := conn.ExecContext(ctx, migrationsTableSQL(s.table)); err != nil {
-		return s.wrap("migrate", err)
-	}
-	applied, err := s.appliedVersions(ctx, conn)
-	if err != nil {
-		return err
-	}
-	for _, m := range migrations {
-		if applied[m.version] {
-			continue
-		}
-		for _, stmt := range m.statements(s.table) {
-			if _, err := conn.ExecContext(ctx, stmt); err != nil {
-				return fmt.Errorf("mysqlstore: migration %d (%s): %w", m.version, m.name, s.wrap("migrate", err))
-			}
-		}
-		if _, err := conn.ExecContext(ctx, recordMigrationSQL(s.table), m.version, m.name); err != nil {
-			return s.wrap("migrate", err)
-		}
+	if err := migration.Run(ctx, migrationConn{s: s, conn: conn}, migrations); err != nil {
+		return fmt.Errorf("mysqlstore: %w", err)
 	}
 	return nil
 }
 
-func (s *Store) appliedVersions(ctx context.Context, conn *sql.Conn) (map[int]bool, error) {
-	rows, err := conn.QueryContext(ctx, "SELECT version FROM `"+s.table+migrationsSuffix+"`")
+// migrationConn applies migrations on Migrate's connection, under its lock.
+// MySQL commits DDL implicitly: each statement stands alone.
+type migrationConn struct {
+	s    *Store
+	conn *sql.Conn
+}
+
+func (c migrationConn) Applied(ctx context.Context) (map[int]bool, error) {
+	if _, err := c.conn.ExecContext(ctx, migrationsTableSQL(c.s.table)); err != nil {
+		return nil, c.s.wrap("migrate", err)
+	}
+	rows, err := c.conn.QueryContext(ctx, "SELECT version FROM `"+c.s.table+migrationsSuffix+"`")
 	if err != nil {
-		return nil, s.wrap("migrate", err)
+		return nil, c.s.wrap("migrate", err)
 	}
 	defer rows.Close()
 	applied := map[int]bool{}
 	for rows.Next() {
 		var v int
 		if err := rows.Scan(&v); err != nil {
-			return nil, s.wrap("migrate", err)
+			return nil, c.s.wrap("migrate", err)
 		}
 		applied[v] = true
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.wrap("migrate", err)
+		return nil, c.s.wrap("migrate", err)
 	}
 	return applied, nil
+}
+
+// Apply records m under the name after its number.
+func (c migrationConn) Apply(ctx context.Context, m migration.Migration) error {
+	for _, stmt := range migrationStatements(m, c.s.table) {
+		if _, err := c.conn.ExecContext(ctx, stmt); err != nil {
+			return c.s.wrap("migrate", err)
+		}
+	}
+	if _, err := c.conn.ExecContext(ctx, recordMigrationSQL(c.s.table), m.Version, m.Name); err != nil {
+		return c.s.wrap("migrate", err)
+	}
+	return nil
 }

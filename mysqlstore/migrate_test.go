@@ -21,8 +21,5 @@ func TestMigrationsScript(t *testing.T) {
 		if err != nil || !strings.Contains(script, want) || !strings.Contains(script, want[:len(want)-1]+"_migrations`") {
 			t.Errorf("MigrationsScript(%q) = %v, lacking %s and its migrations table:\n%s", table, err, want, script)
 		}
-		if legacy := mysqlstore.MigrationsSQL(table); legacy != script {
-			t.Errorf("MigrationsSQL(%q) differs from MigrationsScript", table)
-		}
 	}
 }

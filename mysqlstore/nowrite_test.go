@@ -72,7 +72,7 @@ func TestDuplicateClaimWritesNothing(t *testing.T) {
 	}
 	defer one.Close()
 	one.SetMaxOpenConns(1)
-	st, err := mysqlstore.New(one, mysqlstore.Config{Table: table})
+	st, err := mysqlstore.New(context.Background(), one, mysqlstore.Config{Table: table})
 	if err != nil {
 		t.Fatal(err)
 	}

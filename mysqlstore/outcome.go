@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/sqlcodec"
 )
 
 // Finish implements [idem.Store.Finish].
@@ -73,9 +74,9 @@ func (s *Store) finishKnown(ctx context.Context, p idem.FinishParams) (*idem.Rec
 	}
 	fpr := c.Fingerprint // a copy, so that only these 32 bytes go to the heap, not p
 	for range maxRounds {
-		n, err := s.exec(ctx, s.sql.finishKnown, string(p.State), nullBytes(p.Result), micros(p.CompletedAt),
-			micros(p.ExpiresAt), p.Scope, p.Key, p.Fence, p.AttemptID,
-			fpr[:], nullBytes(c.Intent), string(c.Mark), c.CreatedAt.UnixMicro(), micros(c.LeaseUntil))
+		n, err := s.exec(ctx, s.sql.finishKnown, string(p.State), sqlcodec.Bytes(p.Result), sqlcodec.Micros(p.CompletedAt),
+			sqlcodec.Micros(p.ExpiresAt), p.Scope, p.Key, p.Fence, p.AttemptID,
+			fpr[:], sqlcodec.Bytes(c.Intent), string(c.Mark), c.CreatedAt.UnixMicro(), sqlcodec.Micros(c.LeaseUntil))
 		switch {
 		case err == nil && n == 0:
 			return nil, false, nil
@@ -110,11 +111,11 @@ func (s *Store) finishRound(ctx context.Context, p idem.FinishParams) (*idem.Rec
 		return nil, true, fenced("finish", rec, p.Fence, p.AttemptID)
 	}
 	// An unknown outcome keeps no result and never expires.
-	result, expires := nullBytes(p.Result), micros(p.ExpiresAt)
+	result, expires := sqlcodec.Bytes(p.Result), sqlcodec.Micros(p.ExpiresAt)
 	if p.State == idem.StateUnknown {
-		result, expires = nullBytes(rec.Result), nil
+		result, expires = sqlcodec.Bytes(rec.Result), nil
 	}
-	done, err := s.write(ctx, "finish", s.sql.finish, string(p.State), result, micros(p.CompletedAt),
+	done, err := s.write(ctx, "finish", s.sql.finish, string(p.State), result, sqlcodec.Micros(p.CompletedAt),
 		expires, p.Scope, p.Key, p.Fence, p.AttemptID, string(rec.State))
 	if !done || err != nil {
 		return nil, done, err
@@ -134,10 +135,10 @@ func (s *Store) finishBatch(ctx context.Context, p idem.FinishParams) (*idem.Rec
 	query := s.sql.finishOne
 	if p.State == idem.StateUnknown {
 		query = s.sql.unknownOne
-		args = []any{p.Scope, p.Key, micros(p.CompletedAt), p.Scope, p.Key, p.Fence, p.AttemptID}
+		args = []any{p.Scope, p.Key, sqlcodec.Micros(p.CompletedAt), p.Scope, p.Key, p.Fence, p.AttemptID}
 	} else {
-		args = []any{p.Scope, p.Key, string(p.State), nullBytes(p.Result), micros(p.CompletedAt),
-			micros(p.ExpiresAt), p.Scope, p.Key, p.Fence, p.AttemptID}
+		args = []any{p.Scope, p.Key, string(p.State), sqlcodec.Bytes(p.Result), sqlcodec.Micros(p.CompletedAt),
+			sqlcodec.Micros(p.ExpiresAt), p.Scope, p.Key, p.Fence, p.AttemptID}
 	}
 	rec, changed, err := s.queryFinish(ctx, query, args)
 	switch {
@@ -270,7 +271,7 @@ func (s *Store) Heartbeat(ctx context.Context, p idem.HeartbeatParams) error {
 	if err := checkIdentity(p.Scope, p.Key); err != nil {
 		return err
 	}
-	n, err := s.exec(ctx, s.sql.heartbeat, micros(p.LeaseUntil), p.Scope, p.Key, p.Fence, p.AttemptID)
+	n, err := s.exec(ctx, s.sql.heartbeat, sqlcodec.Micros(p.LeaseUntil), p.Scope, p.Key, p.Fence, p.AttemptID)
 	if err != nil {
 		return s.wrap("heartbeat", err)
 	}

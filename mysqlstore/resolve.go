@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/sqlcodec"
 )
 
 // Resolve implements [idem.Store.Resolve]. Like Finish, it reads, decides,
@@ -64,7 +65,7 @@ func (s *Store) resolveRound(ctx context.Context, p idem.ResolveParams) (*idem.R
 	}
 	next := resolved(*rec, p)
 	done, err := s.write(ctx, "resolve", s.sql.resolveTo, string(next.State), next.AttemptID,
-		nullBytes(next.Result), micros(next.LeaseUntil), micros(next.CompletedAt), micros(next.ExpiresAt),
+		sqlcodec.Bytes(next.Result), sqlcodec.Micros(next.LeaseUntil), sqlcodec.Micros(next.CompletedAt), sqlcodec.Micros(next.ExpiresAt),
 		p.Scope, p.Key, rec.Fence, string(rec.State))
 	if !done || err != nil {
 		return nil, done, err

@@ -11,14 +11,11 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/claimmix"
+	"github.com/idemkit/idem/internal/sqlcodec"
 )
 
 // querier is what *sql.DB and *sql.Tx have in common.
-type querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
+type querier = sqlcodec.Querier
 
 // Store is an [idem.Store] backed by a MySQL or MariaDB table. It is safe
 // for concurrent use. Use [Open] or [New] to create one.
@@ -95,21 +92,26 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 
 // New returns a store that uses db, which must come from the
 // go-sql-driver/mysql driver. The caller keeps ownership of db: Close does
-// not close it. New does not contact the server; call [Store.Migrate] to
-// apply the schema. cfg.Migrate must be false here, because applying
-// migrations needs a context: New refuses it rather than ignore it.
+// not close it. With cfg.Migrate set it applies pending migrations first,
+// under ctx; otherwise it does not contact the server.
 //
 // For one round trip per statement, open db with interpolateParams=true.
 // Other DSN options (clientFoundRows, parseTime, loc) do not change the
 // store's behaviour.
-func New(db *sql.DB, cfg Config) (*Store, error) {
+func New(ctx context.Context, db *sql.DB, cfg Config) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("mysqlstore: New: db is nil")
 	}
-	if cfg.Migrate {
-		return nil, errors.New("mysqlstore: Config.Migrate is applied by Open only; after New, call Store.Migrate(ctx)")
+	s, err := newStore(db, cfg)
+	if err != nil {
+		return nil, err
 	}
-	return newStore(db, cfg)
+	if s.migrate {
+		if err := s.Migrate(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
 func newStore(db *sql.DB, cfg Config) (*Store, error) {

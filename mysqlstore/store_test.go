@@ -12,18 +12,29 @@ import (
 	"github.com/idemkit/idem/mysqlstore"
 )
 
+// TestNewMigrates: New with Migrate applies the schema under its context,
+// as Open does, on a pool the caller keeps.
+func TestNewMigrates(t *testing.T) {
+	db, _ := rawDB(t)
+	st, err := mysqlstore.New(context.Background(), db, mysqlstore.Config{Table: testTable(t, db), Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustClaim(t, st, claimParams("k", "a", t0))
+	if err := st.Close(); err != nil || db.PingContext(context.Background()) != nil {
+		t.Fatalf("Close closed the caller's pool: %v", err)
+	}
+}
+
 func TestConfigValidationNamesTheField(t *testing.T) {
 	db, _ := rawDB(t)
 	for _, table := range []string{"1abc", "bad-name", "x`y", strings.Repeat("t", 54)} {
-		_, err := mysqlstore.New(db, mysqlstore.Config{Table: table})
+		_, err := mysqlstore.New(context.Background(), db, mysqlstore.Config{Table: table})
 		if err == nil || !strings.Contains(err.Error(), "Config.Table") {
 			t.Errorf("Table %q: err = %v, want an error naming Config.Table", table, err)
 		}
 	}
-	if _, err := mysqlstore.New(db, mysqlstore.Config{Migrate: true}); err == nil || !strings.Contains(err.Error(), "Config.Migrate") {
-		t.Errorf("New with Migrate: err = %v, want an error naming Config.Migrate", err)
-	}
-	if _, err := mysqlstore.New(nil, mysqlstore.Config{}); err == nil {
+	if _, err := mysqlstore.New(context.Background(), nil, mysqlstore.Config{}); err == nil {
 		t.Error("New(nil) succeeded")
 	}
 	if _, err := mysqlstore.Open(context.Background(), "not a dsn", mysqlstore.Config{}); err == nil {
@@ -54,7 +65,7 @@ func TestClosedStoreReturnsErrClosed(t *testing.T) {
 func TestNewDoesNotOwnThePool(t *testing.T) {
 	db, _ := rawDB(t)
 	table := testTable(t, db)
-	st, err := mysqlstore.New(db, mysqlstore.Config{Table: table})
+	st, err := mysqlstore.New(context.Background(), db, mysqlstore.Config{Table: table})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +82,7 @@ func TestNewDoesNotOwnThePool(t *testing.T) {
 
 func TestMissingSchemaIsAStoreError(t *testing.T) {
 	db, _ := rawDB(t)
-	st, err := mysqlstore.New(db, mysqlstore.Config{Table: testTable(t, db)})
+	st, err := mysqlstore.New(context.Background(), db, mysqlstore.Config{Table: testTable(t, db)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,10 +145,13 @@ func assertPrimaryKey(t *testing.T, db *sql.DB, table string) {
 	}
 }
 
-func TestMigrationsSQLAppliesByHand(t *testing.T) {
+func TestMigrationsScriptAppliesByHand(t *testing.T) {
 	db, dsn := rawDB(t)
 	table := testTable(t, db)
-	script := mysqlstore.MigrationsSQL(table)
+	script, err := mysqlstore.MigrationsScript(mysqlstore.Config{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
 	multi, err := sql.Open("mysql", withParam(dsn, "multiStatements=true"))
 	if err != nil {
 		t.Fatal(err)
@@ -146,11 +160,11 @@ func TestMigrationsSQLAppliesByHand(t *testing.T) {
 	ctx := context.Background()
 	for range 2 { // the script is re-runnable
 		if _, err := multi.ExecContext(ctx, script); err != nil {
-			t.Fatalf("applying MigrationsSQL:\n%s\n%v", script, err)
+			t.Fatalf("applying MigrationsScript:\n%s\n%v", script, err)
 		}
 	}
 	assertPrimaryKey(t, db, table)
-	st, err := mysqlstore.New(db, mysqlstore.Config{Table: table})
+	st, err := mysqlstore.New(context.Background(), db, mysqlstore.Config{Table: table})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,10 +174,7 @@ func TestMigrationsSQLAppliesByHand(t *testing.T) {
 	}
 	mustClaim(t, st, claimParams("k", "a", t0))
 
-	if bad := mysqlstore.MigrationsSQL("drop table x;"); !strings.HasPrefix(bad, "-- ") || strings.Count(bad, "\n") != 1 {
-		t.Fatalf("MigrationsSQL(invalid) = %q, want one SQL comment", bad)
-	}
-	if def := mysqlstore.MigrationsSQL(""); !strings.Contains(def, "`idem_records`") {
-		t.Fatalf("MigrationsSQL(\"\") does not use the default table:\n%s", def)
+	if bad, err := mysqlstore.MigrationsScript(mysqlstore.Config{Table: "drop table x;"}); err == nil || bad != "" {
+		t.Fatalf("MigrationsScript(invalid table) = %q, %v; want an error and no script", bad, err)
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/groupcommit"
+	"github.com/idemkit/idem/internal/commitqueue"
 )
 
 // flushTimeout bounds one batch's round trips and commit. Callers do not
@@ -28,7 +28,7 @@ type batchReq struct {
 	scope, key string
 	sql        string
 	args       []any
-	ticket     groupcommit.Ticket
+	ticket     commitqueue.Ticket
 	done       chan batchRes // buffered: the batcher never blocks on it
 }
 
@@ -64,12 +64,8 @@ const maxInFlight = 4
 // run again on its own, each caller getting its own answer. If COMMIT
 // fails, every caller gets the error: none was acknowledged.
 type batcher struct {
-	pool   *pgxpool.Pool
-	window time.Duration
-	max    int
-	queue  chan *batchReq
-	quit   chan struct{}
-	done   chan struct{}
+	pool *pgxpool.Pool
+	q    *commitqueue.Queue[*batchReq]
 	// sem holds a token per batch in flight; flushing counts them for stop.
 	sem      chan struct{}
 	flushing sync.WaitGroup
@@ -78,88 +74,43 @@ type batcher struct {
 }
 
 func newBatcher(pool *pgxpool.Pool, b Batch) *batcher {
-	bt := &batcher{
-		pool: pool, window: b.Window, max: b.MaxSize,
-		queue: make(chan *batchReq, b.MaxSize),
-		quit:  make(chan struct{}), done: make(chan struct{}),
-		sem: make(chan struct{}, maxInFlight),
-	}
-	go bt.loop()
+	bt := &batcher{pool: pool, sem: make(chan struct{}, maxInFlight)}
+	bt.q = commitqueue.Start(b, bt.start, func(r *batchReq) { r.done <- batchRes{err: errClosed("batch")} })
 	return bt
 }
 
-// stop ends the batcher after the batch in progress; requests still queued
+// stop ends the batcher after the batches in flight; requests still queued
 // get ErrClosed.
 func (b *batcher) stop() {
-	close(b.quit)
-	<-b.done
+	b.q.Stop()
 	b.flushing.Wait()
 }
 
 // submit queues one statement and waits for its answer.
 func (b *batcher) submit(ctx context.Context, op, scope, key, sql string, args []any) batchRes {
 	r := &batchReq{scope: scope, key: key, sql: sql, args: args, done: make(chan batchRes, 1)}
-	select {
-	case b.queue <- r:
-	case <-ctx.Done():
-		return batchRes{err: wrap(op, ctx.Err())}
-	case <-b.quit:
-		return batchRes{err: errClosed(op)}
-	}
-	select {
-	case res := <-r.done:
-		return res
-	case <-ctx.Done():
-		// Taken already, the write may still commit: as with a lost answer,
-		// the caller's retry recognises its own attempt.
-		r.ticket.Abandon()
-		return batchRes{err: wrap(op, ctx.Err())}
-	case <-b.quit:
-		if r.ticket.Abandon() {
-			return batchRes{err: errClosed(op)}
-		}
-		return <-r.done
-	}
+	return commitqueue.Submit(ctx, b.q, r, r.done,
+		func(err error) batchRes { return batchRes{err: wrap(op, err)} },
+		func() batchRes { return batchRes{err: errClosed(op)} })
 }
 
-func (b *batcher) loop() {
-	defer close(b.done)
-	for {
-		select {
-		case r := <-b.queue:
-			batch := b.collect(r)
-			b.sem <- struct{}{}
-			b.flushing.Add(1)
-			go func() {
-				defer b.flushing.Done()
-				b.flush(batch)
-				<-b.sem
-			}()
-		case <-b.quit:
-			b.drain()
-			return
-		}
-	}
+// start flushes batch on a goroutine of its own once fewer than
+// maxInFlight batches are on the wire.
+func (b *batcher) start(batch []*batchReq) {
+	b.sem <- struct{}{}
+	b.flushing.Add(1)
+	go func() {
+		defer b.flushing.Done()
+		b.flush(batch)
+		<-b.sem
+	}()
 }
 
-// collect gathers up to max requests, waiting at most the window after
-// the first; it keeps only requests whose callers are still waiting.
-func (b *batcher) collect(first *batchReq) []*batchReq {
-	return groupcommit.Collect(first, b.queue, b.quit, b.window, b.max)
-}
-
-func (b *batcher) drain() {
-	groupcommit.Drain(b.queue, func(r *batchReq) { r.done <- batchRes{err: errClosed("batch")} })
-}
-
-// GroupTicket implements groupcommit.Request.
-func (r *batchReq) GroupTicket() *groupcommit.Ticket { return &r.ticket }
+// GroupTicket implements commitqueue.Request.
+func (r *batchReq) GroupTicket() *commitqueue.Ticket { return &r.ticket }
 
 // flush runs one batch and answers every request in it.
 func (b *batcher) flush(batch []*batchReq) {
-	if len(batch) == 0 {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
 	slices.SortFunc(batch, func(x, y *batchReq) int {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/groupcommit"
 	"github.com/idemkit/idem/internal/testenv"
 	"github.com/idemkit/idem/pgstore"
 )
@@ -23,9 +24,9 @@ func TestBatchConfigValidated(t *testing.T) {
 	pool := testPool(t)
 	for _, b := range []pgstore.Batch{
 		{Window: -time.Millisecond},
-		{Window: 2 * pgstore.MaxBatchWindow},
+		{Window: 2 * groupcommit.MaxWindow},
 		{Window: time.Millisecond, MaxSize: -1},
-		{Window: time.Millisecond, MaxSize: pgstore.MaxBatchSize + 1},
+		{Window: time.Millisecond, MaxSize: groupcommit.MaxSize + 1},
 	} {
 		if s, err := pgstore.New(context.Background(), pool, pgstore.Config{Batch: b}); err == nil {
 			s.Close()
@@ -42,7 +43,7 @@ func TestBatchConfigValidated(t *testing.T) {
 func TestBatchNeighbourFailure(t *testing.T) {
 	t.Parallel()
 	const n = 12
-	s := newStore(t, pgstore.Config{Batch: pgstore.Batch{Window: pgstore.MaxBatchWindow, MaxSize: n + 2}})
+	s := newStore(t, pgstore.Config{Batch: pgstore.Batch{Window: groupcommit.MaxWindow, MaxSize: n + 2}})
 	ctx := context.Background()
 	held := mustClaim(t, s, claimParams("held", "owner", t0))
 

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/idemkit/idem/internal/groupcommit"
+	"github.com/idemkit/idem/groupcommit"
+	"github.com/idemkit/idem/internal/commitqueue"
 )
 
 // Config configures a [Store]. The zero value is usable: it keeps records in
@@ -40,18 +41,8 @@ type Config struct {
 	Batch Batch
 }
 
-// Batch configures group commit; see groupcommit.Config's fields: Window
-// (zero, the default, is off; at most [MaxBatchWindow]) and MaxSize (at most
-// [MaxBatchSize]; [DefaultBatchSize] when Window is set). Each caller is
-// answered only after the transaction holding its write has committed.
+// Batch is [groupcommit.Config]: the window and batch size of group commit.
 type Batch = groupcommit.Config
-
-// Group commit limits and defaults.
-const (
-	DefaultBatchSize = groupcommit.DefaultSize
-	MaxBatchSize     = groupcommit.MaxSize
-	MaxBatchWindow   = groupcommit.MaxWindow
-)
 
 // Default names.
 const (
@@ -83,7 +74,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, err
 	}
 	var err error
-	c.Batch, err = c.Batch.WithDefaults("pgstore")
+	c.Batch, err = commitqueue.Defaults("pgstore", c.Batch)
 	return c, err
 }
 

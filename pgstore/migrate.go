@@ -5,47 +5,24 @@ import (
 	"embed"
 	"fmt"
 	"hash/fnv"
-	"io/fs"
-	"path"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/idemkit/idem/internal/migration"
 )
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-// migration is one numbered, embedded schema change.
-type migration struct {
-	Version int
-	Name    string // file name, e.g. "0001_records.sql"
-	SQL     string // template; see render
-}
-
-// migrations returns the embedded migrations in version order. The file
-// names are fixed at build time, so a malformed one is a programming error
-// caught by the package's tests, not a runtime condition.
-func migrations() []migration {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+// migrations returns the embedded migrations in version order. The files
+// are fixed at build time, so a malformed one is a programming error caught
+// by the package's tests, not a runtime condition.
+func migrations() []migration.Migration {
+	ms, err := migration.Load("pgstore", migrationFS, "migrations/*.sql")
 	if err != nil {
-		panic(err) // the pattern is a constant
+		panic(err)
 	}
-	var ms []migration
-	for _, n := range names {
-		base := path.Base(n)
-		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
-		if err != nil {
-			panic("pgstore: migration file without a version number: " + base)
-		}
-		b, err := migrationFS.ReadFile(n)
-		if err != nil {
-			panic(err)
-		}
-		ms = append(ms, migration{Version: v, Name: base, SQL: string(b)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].Version < ms[j].Version })
 	return ms
 }
 
@@ -74,7 +51,7 @@ func newNames(schema, table string) names {
 	}
 }
 
-func (n names) render(m migration) string { return n.replacer.Replace(m.SQL) }
+func (n names) render(m migration.Migration) string { return n.replacer.Replace(m.SQL) }
 
 func (n names) migrationsTableSQL() string {
 	return "CREATE TABLE IF NOT EXISTS " + n.migrations + ` (
@@ -98,20 +75,6 @@ func MigrationsScript(cfg Config) (string, error) {
 	return migrationsScript(cfg), nil
 }
 
-// MigrationsSQL is [MigrationsScript] for the default table in schema
-// (empty means "public"). It is kept, with its signature, for callers
-// written before MigrationsScript; it has no error to return, so for an
-// invalid schema the script it returns is a single SQL comment that names
-// the problem and holds no statements. Prefer MigrationsScript, which
-// returns that problem as an error.
-func MigrationsSQL(schema string) string {
-	script, err := MigrationsScript(Config{Schema: schema})
-	if err != nil {
-		return "-- " + err.Error() + "\n"
-	}
-	return script
-}
-
 func migrationsScript(cfg Config) string {
 	n := newNames(cfg.Schema, cfg.Table)
 	var b strings.Builder
@@ -119,8 +82,8 @@ func migrationsScript(cfg Config) string {
 	b.WriteString("CREATE SCHEMA IF NOT EXISTS " + n.schema + ";\n\n")
 	b.WriteString(n.migrationsTableSQL() + ";\n\n")
 	for _, m := range migrations() {
-		fmt.Fprintf(&b, "-- migration %s\n%s\n", m.Name, strings.TrimSpace(n.render(m)))
-		fmt.Fprintf(&b, "INSERT INTO %s (version, name) VALUES (%d, '%s');\n\n", n.migrations, m.Version, m.Name)
+		fmt.Fprintf(&b, "-- migration %s\n%s\n", m.File, strings.TrimSpace(n.render(m)))
+		fmt.Fprintf(&b, "INSERT INTO %s (version, name) VALUES (%d, '%s');\n\n", n.migrations, m.Version, m.File)
 	}
 	b.WriteString("COMMIT;\n")
 	return b.String()
@@ -153,23 +116,8 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err := ensureSchema(ctx, tx, s.cfg.Schema, s.names.schema); err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, s.names.migrationsTableSQL()); err != nil {
+	if err := migration.Run(ctx, migrationTx{tx: tx, names: s.names}, migrations()); err != nil {
 		return err
-	}
-	applied, err := appliedVersions(ctx, tx, s.names.migrations)
-	if err != nil {
-		return err
-	}
-	for _, m := range migrations() {
-		if applied[m.Version] {
-			continue
-		}
-		if _, err := tx.Exec(ctx, s.names.render(m)); err != nil {
-			return fmt.Errorf("migration %s: %w", m.Name, err)
-		}
-		if _, err := tx.Exec(ctx, "INSERT INTO "+s.names.migrations+" (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
-			return err
-		}
 	}
 	return tx.Commit(ctx)
 }
@@ -189,8 +137,17 @@ func ensureSchema(ctx context.Context, tx pgx.Tx, schema, quoted string) error {
 	return err
 }
 
-func appliedVersions(ctx context.Context, tx pgx.Tx, table string) (map[int]bool, error) {
-	rows, err := tx.Query(ctx, "SELECT version FROM "+table)
+// migrationTx applies migrations in Migrate's transaction, under its lock.
+type migrationTx struct {
+	tx    pgx.Tx
+	names names
+}
+
+func (t migrationTx) Applied(ctx context.Context) (map[int]bool, error) {
+	if _, err := t.tx.Exec(ctx, t.names.migrationsTableSQL()); err != nil {
+		return nil, err
+	}
+	rows, err := t.tx.Query(ctx, "SELECT version FROM "+t.names.migrations)
 	if err != nil {
 		return nil, err
 	}
@@ -203,6 +160,15 @@ func appliedVersions(ctx context.Context, tx pgx.Tx, table string) (map[int]bool
 		m[int(v)] = true
 	}
 	return m, nil
+}
+
+// Apply records m under its file name.
+func (t migrationTx) Apply(ctx context.Context, m migration.Migration) error {
+	if _, err := t.tx.Exec(ctx, t.names.render(m)); err != nil {
+		return err
+	}
+	_, err := t.tx.Exec(ctx, "INSERT INTO "+t.names.migrations+" (version, name) VALUES ($1, $2)", m.Version, m.File)
+	return err
 }
 
 // migrateLockKey is the advisory lock key for migrations in one schema. It is

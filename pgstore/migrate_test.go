@@ -49,14 +49,17 @@ func TestMigrateConcurrent(t *testing.T) {
 	checkPrimaryKey(t, schema, "idem_records")
 }
 
-// TestMigrationsSQL applies the printed script the way an external tool
+// TestMigrationsScriptApplies applies the printed script the way an external tool
 // would, then checks that Migrate sees it as applied and the table has its
 // primary key.
-func TestMigrationsSQL(t *testing.T) {
+func TestMigrationsScriptApplies(t *testing.T) {
 	t.Parallel()
 	pool := testPool(t)
 	schema := freshSchema(t, pool)
-	script := pgstore.MigrationsSQL(schema)
+	script, err := pgstore.MigrationsScript(pgstore.Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(script, pgx.Identifier{schema, "idem_records"}.Sanitize()) {
 		t.Fatalf("script does not name the schema-qualified table:\n%s", script)
 	}
@@ -70,8 +73,8 @@ func TestMigrationsSQL(t *testing.T) {
 	}
 	s.Close()
 	checkPrimaryKey(t, schema, "idem_records")
-	if !strings.Contains(pgstore.MigrationsSQL(""), `"public"."idem_records"`) {
-		t.Fatal(`MigrationsSQL("") does not default to public`)
+	if def, err := pgstore.MigrationsScript(pgstore.Config{}); err != nil || !strings.Contains(def, `"public"."idem_records"`) {
+		t.Fatalf("MigrationsScript(Config{}) does not default to public: %v", err)
 	}
 }
 
@@ -101,10 +104,6 @@ func TestMigrationsScript(t *testing.T) {
 	}
 	if _, err := pgstore.MigrationsScript(pgstore.Config{Table: long}); err == nil || !strings.Contains(err.Error(), "Config.Table") {
 		t.Fatalf("MigrationsScript(70-byte table) = %v; want an error naming Config.Table", err)
-	}
-	// MigrationsSQL keeps its signature: the problem as one SQL comment.
-	if bad := pgstore.MigrationsSQL(long); !strings.HasPrefix(bad, "-- ") || strings.Count(bad, "\n") != 1 {
-		t.Fatalf("MigrationsSQL(invalid) = %q, want one SQL comment", bad)
 	}
 
 	pool := testPool(t)

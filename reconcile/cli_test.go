@@ -9,29 +9,39 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/reconcile"
-	"github.com/idemkit/idem/sqlitestore"
 )
 
-// cliStore seeds a SQLite store with n succeeded charges of 100·i EUR and
-// returns its path.
+// cliStores are the stores the command opens, by --store: memstores that
+// cliStore seeded.
+var cliStores sync.Map // string → *memstore.Store
+
+// keepOpen is a store the command may close without closing it: a test
+// runs the command more than once on one seeded store.
+type keepOpen struct{ idem.Store }
+
+func (keepOpen) Close() error { return nil }
+
+// cliStore seeds a store with n succeeded charges of 100·i EUR and returns
+// the --store value that opens it; the store is closed when t ends.
 func cliStore(t *testing.T, n int) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "idem.db")
+	name := filepath.Join(t.TempDir(), "idem")
 	ctx := context.Background()
-	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: path, Synchronous: "NORMAL", Migrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := memstore.New()
+	cliStores.Store(name, st)
+	t.Cleanup(func() { cliStores.Delete(name); _ = st.Close() })
 	eng, err := idem.New(st, idem.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer eng.Close()
 	for i := 1; i <= n; i++ {
 		_, err := eng.DoBytes(ctx, idem.Request{Scope: "shop", Key: idem.Key(fmt.Sprintf("order-%d", i)),
 			Intent: &idem.Intent{Operation: "charge", Amount: int64(100 * i), Currency: "EUR", ForwardKey: fmt.Sprintf("charge:v1:order-%d", i)}},
@@ -40,7 +50,7 @@ func cliStore(t *testing.T, n int) string {
 			t.Fatal(err)
 		}
 	}
-	return path
+	return name
 }
 
 // settlement writes a settlement file with the given amounts per order.
@@ -59,14 +69,26 @@ func settlement(t *testing.T, amounts map[int]int64) string {
 	return path
 }
 
-func openSQLite(ctx context.Context, dsn string) (idem.Store, error) {
-	return sqlitestore.Open(ctx, sqlitestore.Config{Path: dsn})
+func openSeeded(_ context.Context, dsn string) (idem.Store, error) {
+	st, ok := cliStores.Load(dsn)
+	if !ok {
+		return nil, fmt.Errorf("no store %q", dsn)
+	}
+	return keepOpen{st.(*memstore.Store)}, nil
+}
+
+// noSchema is a store whose records cannot be read, as a database without
+// idem's schema.
+type noSchema struct{ idem.Store }
+
+func (noSchema) List(context.Context, idem.ListFilter) ([]idem.Record, error) {
+	return nil, errors.New("no such table: idem_records")
 }
 
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code = reconcile.RunReconcileCommand(context.Background(), args, &out, &errb, openSQLite)
+	code = reconcile.RunReconcileCommand(context.Background(), args, &out, &errb, openSeeded)
 	return code, out.String(), errb.String()
 }
 
@@ -190,14 +212,13 @@ func TestCommandFailures(t *testing.T) {
 	}
 }
 
-// TestCommandIncomplete: a run that stops (here: a database without the
-// schema) never prints a clean result, in the table or in JSON.
+// TestCommandIncomplete: a run that stops (here: a store whose records
+// cannot be read, as a database without the schema) never prints a clean
+// result, in the table or in JSON.
 func TestCommandIncomplete(t *testing.T) {
 	t.Parallel()
 	csv := settlement(t, map[int]int64{1: 100})
-	empty := func(ctx context.Context, dsn string) (idem.Store, error) {
-		return sqlitestore.Open(ctx, sqlitestore.Config{Path: filepath.Join(t.TempDir(), "empty.db")})
-	}
+	empty := func(context.Context, string) (idem.Store, error) { return noSchema{memstore.New()}, nil }
 	var out, errb bytes.Buffer
 	code := reconcile.RunReconcileCommand(context.Background(), []string{"--store", "x", "--provider-csv", csv}, &out, &errb, empty)
 	if code != reconcile.ExitFailure || strings.Contains(out.String(), "result: clean") || !strings.Contains(out.String(), "result: INCOMPLETE: the run stopped:") {

@@ -4,9 +4,10 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/reconciletest"
 	"github.com/idemkit/idem/memstore"
 )
 
 func TestMemstore(t *testing.T) {
-	runSuite(t, func(*testing.T) idem.Store { return memstore.New() })
+	reconciletest.Run(t, func(*testing.T) idem.Store { return memstore.New() })
 }

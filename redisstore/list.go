@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/listorder"
 )
 
 // scanCount is the COUNT hint of each SCAN step.
@@ -33,7 +34,7 @@ func (s *Store) List(ctx context.Context, f idem.ListFilter) ([]idem.Record, err
 	if err != nil {
 		return nil, storeErr("list", err)
 	}
-	slices.SortFunc(out, func(a, b idem.Record) int { return compareCursor(cursorOf(&a), cursorOf(&b)) })
+	slices.SortFunc(out, listorder.Records)
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[:f.Limit]
 	}
@@ -50,30 +51,7 @@ func matches(r *idem.Record, f idem.ListFilter) bool {
 	if !f.CreatedBefore.IsZero() && !r.CreatedAt.Before(f.CreatedBefore) {
 		return false
 	}
-	return f.After == nil || compareCursor(cursorOf(r), *f.After) > 0
-}
-
-func cursorOf(r *idem.Record) idem.Cursor {
-	return idem.Cursor{CreatedAt: r.CreatedAt, Scope: r.Scope, Key: r.Key}
-}
-
-func compareCursor(a, b idem.Cursor) int {
-	if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-		return c
-	}
-	if a.Scope != b.Scope {
-		if a.Scope < b.Scope {
-			return -1
-		}
-		return 1
-	}
-	switch {
-	case a.Key < b.Key:
-		return -1
-	case a.Key > b.Key:
-		return 1
-	}
-	return 0
+	return listorder.After(r, f.After)
 }
 
 // Sweep implements [idem.Store.Sweep]. It SCANs for the store's records and

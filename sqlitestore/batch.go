@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/groupcommit"
+	"github.com/idemkit/idem/internal/commitqueue"
 )
 
 // flushTimeout bounds one batch on the writer. Callers do not wait for it:
@@ -18,7 +18,7 @@ const flushTimeout = 30 * time.Second
 // of the caller's; the caller reads them only after done delivers.
 type batchReq struct {
 	run    func(ctx context.Context, o ops) error
-	ticket groupcommit.Ticket
+	ticket commitqueue.Ticket
 	done   chan error // buffered: the writer never blocks on it
 }
 
@@ -33,88 +33,31 @@ type batchReq struct {
 // acknowledged). Reads, the replay check of Claim included, never enter a
 // batch.
 type batcher struct {
-	s      *Store
-	window time.Duration
-	max    int
-	queue  chan *batchReq
-	quit   chan struct{}
-	done   chan struct{}
+	s *Store
+	q *commitqueue.Queue[*batchReq]
 }
 
 func newBatcher(s *Store, b Batch) *batcher {
-	bt := &batcher{
-		s: s, window: b.Window, max: b.MaxSize,
-		queue: make(chan *batchReq, b.MaxSize),
-		quit:  make(chan struct{}), done: make(chan struct{}),
-	}
-	go bt.loop()
+	bt := &batcher{s: s}
+	bt.q = commitqueue.Start(b, bt.flush, func(r *batchReq) { r.done <- idem.ErrClosed })
 	return bt
 }
 
 // stop ends the batcher after the batch in progress; requests still queued
 // get ErrClosed.
-func (b *batcher) stop() {
-	close(b.quit)
-	<-b.done
-}
+func (b *batcher) stop() { b.q.Stop() }
 
 // submit queues run and waits until its batch has committed.
 func (b *batcher) submit(ctx context.Context, run func(ctx context.Context, o ops) error) error {
 	r := &batchReq{run: run, done: make(chan error, 1)}
-	select {
-	case b.queue <- r:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-b.quit:
-		return idem.ErrClosed
-	}
-	select {
-	case err := <-r.done:
-		return err
-	case <-ctx.Done():
-		// Taken already, the write may still commit: as with a lost answer,
-		// the caller's retry recognises its own attempt.
-		r.ticket.Abandon()
-		return ctx.Err()
-	case <-b.quit:
-		if r.ticket.Abandon() {
-			return idem.ErrClosed
-		}
-		return <-r.done
-	}
+	return commitqueue.Submit(ctx, b.q, r, r.done, func(err error) error { return err }, func() error { return idem.ErrClosed })
 }
 
-func (b *batcher) loop() {
-	defer close(b.done)
-	for {
-		select {
-		case r := <-b.queue:
-			b.flush(b.collect(r))
-		case <-b.quit:
-			b.drain()
-			return
-		}
-	}
-}
-
-// collect gathers up to max requests, waiting at most the window after
-// the first; it keeps only requests whose callers are still waiting.
-func (b *batcher) collect(first *batchReq) []*batchReq {
-	return groupcommit.Collect(first, b.queue, b.quit, b.window, b.max)
-}
-
-func (b *batcher) drain() {
-	groupcommit.Drain(b.queue, func(r *batchReq) { r.done <- idem.ErrClosed })
-}
-
-// GroupTicket implements groupcommit.Request.
-func (r *batchReq) GroupTicket() *groupcommit.Ticket { return &r.ticket }
+// GroupTicket implements commitqueue.Request.
+func (r *batchReq) GroupTicket() *commitqueue.Ticket { return &r.ticket }
 
 // flush runs one batch in one transaction and answers every request.
 func (b *batcher) flush(batch []*batchReq) {
-	if len(batch) == 0 {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
 	tx, err := b.s.writer.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see writerDSN)

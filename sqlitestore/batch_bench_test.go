@@ -68,7 +68,7 @@ func BenchmarkGroupCommit(b *testing.B) {
 	})
 	for _, bt := range []Batch{{}, {Window: 2 * time.Millisecond, MaxSize: 128}} {
 		b.Run(fmt.Sprintf("idem/batch=%s", bt.Window), func(b *testing.B) {
-			s, err := Open(context.Background(), Config{Path: tempPath(b), Migrate: true, Batch: bt})
+			s, err := Open(context.Background(), tempPath(b), Config{Migrate: true, Batch: bt})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -15,12 +15,13 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/groupcommit"
 	"github.com/idemkit/idem/storetest"
 )
 
 func openBatched(t testing.TB, path string, b Batch) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), Config{Path: path, Migrate: true, Batch: b})
+	s, err := Open(context.Background(), path, Config{Migrate: true, Batch: b})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -34,18 +35,18 @@ func TestConformanceBatched(t *testing.T) {
 	b := Batch{Window: time.Millisecond, MaxSize: 32}
 	storetest.Run(t, storetest.Harness{
 		NewStore: func(t *testing.T) idem.Store { return openBatched(t, tempPath(t), b) },
-		NewPeer:  func(t *testing.T, st idem.Store) idem.Store { return openBatched(t, st.(*Store).cfg.Path, b) },
+		NewPeer:  func(t *testing.T, st idem.Store) idem.Store { return openBatched(t, st.(*Store).cfg.path, b) },
 	})
 }
 
 func TestBatchConfigValidated(t *testing.T) {
 	for _, b := range []Batch{
 		{Window: -time.Millisecond},
-		{Window: 2 * MaxBatchWindow},
+		{Window: 2 * groupcommit.MaxWindow},
 		{Window: time.Millisecond, MaxSize: -1},
-		{Window: time.Millisecond, MaxSize: MaxBatchSize + 1},
+		{Window: time.Millisecond, MaxSize: groupcommit.MaxSize + 1},
 	} {
-		if s, err := Open(context.Background(), Config{Path: tempPath(t), Batch: b}); err == nil {
+		if s, err := Open(context.Background(), tempPath(t), Config{Batch: b}); err == nil {
 			_ = s.Close()
 			t.Errorf("Open accepted %+v", b)
 		}
@@ -60,7 +61,7 @@ func TestBatchConfigValidated(t *testing.T) {
 func TestBatchNeighbourFailure(t *testing.T) {
 	const n = 10
 	path := tempPath(t)
-	s := openBatched(t, path, Batch{Window: MaxBatchWindow, MaxSize: n + 2})
+	s := openBatched(t, path, Batch{Window: groupcommit.MaxWindow, MaxSize: n + 2})
 	ctx := context.Background()
 	held := mustClaim(t, s, claimParams("held", "owner"))
 	version := observer(t, path)
@@ -119,7 +120,7 @@ func TestBatchNeighbourFailure(t *testing.T) {
 func TestBatchOneCommitPerBatch(t *testing.T) {
 	const n = 16
 	path := tempPath(t)
-	s := openBatched(t, path, Batch{Window: MaxBatchWindow, MaxSize: n})
+	s := openBatched(t, path, Batch{Window: groupcommit.MaxWindow, MaxSize: n})
 	version := observer(t, path)
 	before := version()
 	var wg sync.WaitGroup

@@ -44,7 +44,7 @@ func runClients(b *testing.B, clients int, op func(i int64) error) {
 // benchStore opens a fresh store; "NORMAL" takes the fsync out of each
 // commit, leaving the CPU cost that idem adds to the raw statements.
 func benchStore(b *testing.B, sync string) *Store {
-	s, err := Open(context.Background(), Config{Path: tempPath(b), Synchronous: sync, Migrate: true})
+	s, err := Open(context.Background(), tempPath(b), Config{Synchronous: sync, Migrate: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/sqlcodec"
 )
 
 type claimFunc func(ctx context.Context, o ops, p idem.ClaimParams) (idem.ClaimResult, error)
@@ -120,13 +121,13 @@ func existing(r *idem.Record, p idem.ClaimParams) idem.ClaimResult {
 // read back with RETURNING: a plain statement is the cheapest thing to run
 // on the one writer, whose time every write waits for.
 func (o ops) insertClaim(ctx context.Context, p idem.ClaimParams) (*idem.Record, error) {
-	created, lease := p.Now.UnixMicro(), micros(p.LeaseUntil)
+	created, lease := p.Now.UnixMicro(), sqlcodec.Micros(p.LeaseUntil)
 	res, err := o.write.ExecContext(ctx, `
 		INSERT INTO idem_records
 			(scope, key, fingerprint, state, fence, attempt_id, intent, created_at, lease_until)
 		VALUES (?, ?, ?, 'in_progress', 1, ?, ?, ?, ?)
 		ON CONFLICT (scope, key) DO NOTHING`,
-		p.Scope, p.Key, p.Fingerprint[:], p.AttemptID, blob(p.Intent), created, lease)
+		p.Scope, p.Key, p.Fingerprint[:], p.AttemptID, sqlcodec.Bytes(p.Intent), created, lease)
 	switch n, err := affected(res, err); {
 	case err != nil:
 		return nil, err
@@ -156,6 +157,6 @@ func (o ops) replaceExpired(ctx context.Context, p idem.ClaimParams) (*idem.Reco
 		WHERE scope = ? AND key = ? AND state IN ('succeeded', 'failed')
 			AND expires_at IS NOT NULL AND expires_at <= ?
 		RETURNING `+columns,
-		p.Fingerprint[:], p.AttemptID, blob(p.Intent), p.Now.UnixMicro(), micros(p.LeaseUntil),
+		p.Fingerprint[:], p.AttemptID, sqlcodec.Bytes(p.Intent), p.Now.UnixMicro(), sqlcodec.Micros(p.LeaseUntil),
 		p.Scope, p.Key, p.Now.UnixMicro())
 }

@@ -7,17 +7,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idem/internal/groupcommit"
+	"github.com/idemkit/idem/groupcommit"
+	"github.com/idemkit/idem/internal/commitqueue"
 )
 
-// Config configures [Open]. The zero value of every field but Path selects
-// its default.
+// Config configures [Open]. The zero value of every field selects its
+// default.
 type Config struct {
-	// Path is the database file. It is created if absent. In-memory
-	// databases (":memory:") and "file:" URIs are refused: the writer and
-	// the readers are separate connections and must share one file. Path
-	// may not contain '?'. There is no default.
-	Path string
+	// path is Open's database file.
+	path string
 
 	// Synchronous is SQLite's synchronous setting for the writer: "FULL"
 	// fsyncs the WAL on every commit, so a claim survives power loss before
@@ -47,18 +45,8 @@ type Config struct {
 	Batch Batch
 }
 
-// Batch configures group commit; see groupcommit.Config's fields: Window
-// (zero, the default, is off; at most [MaxBatchWindow]) and MaxSize (at most
-// [MaxBatchSize]; [DefaultBatchSize] when Window is set). Each caller is
-// answered only after the transaction holding its write has committed.
+// Batch is [groupcommit.Config]: the window and batch size of group commit.
 type Batch = groupcommit.Config
-
-// Group commit limits and defaults.
-const (
-	DefaultBatchSize = groupcommit.DefaultSize
-	MaxBatchSize     = groupcommit.MaxSize
-	MaxBatchWindow   = groupcommit.MaxWindow
-)
 
 // Defaults.
 const (
@@ -70,12 +58,12 @@ const (
 // withDefaults validates c and fills in defaults. Errors name the field.
 func (c Config) withDefaults() (Config, error) {
 	switch {
-	case c.Path == "":
-		return c, fmt.Errorf("sqlitestore: Config.Path: empty; name a database file")
-	case c.Path == ":memory:" || strings.HasPrefix(c.Path, "file:"):
-		return c, fmt.Errorf("sqlitestore: Config.Path: %q is not a plain file path; the writer and readers must share one file", c.Path)
-	case strings.ContainsRune(c.Path, '?'):
-		return c, fmt.Errorf("sqlitestore: Config.Path: %q contains '?'", c.Path)
+	case c.path == "":
+		return c, fmt.Errorf("sqlitestore: path: empty; name a database file")
+	case c.path == ":memory:" || strings.HasPrefix(c.path, "file:"):
+		return c, fmt.Errorf("sqlitestore: path: %q is not a plain file path; the writer and readers must share one file", c.path)
+	case strings.ContainsRune(c.path, '?'):
+		return c, fmt.Errorf("sqlitestore: path: %q contains '?'", c.path)
 	}
 	sync, err := parseSynchronous(c.Synchronous)
 	if err != nil {
@@ -94,7 +82,7 @@ func (c Config) withDefaults() (Config, error) {
 	case c.ReadConns == 0:
 		c.ReadConns = DefaultReadConns
 	}
-	c.Batch, err = c.Batch.WithDefaults("sqlitestore")
+	c.Batch, err = commitqueue.Defaults("sqlitestore", c.Batch)
 	return c, err
 }
 
@@ -121,7 +109,7 @@ func (c Config) writerDSN() string {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous("+c.Synchronous+")")
 	q.Set("_txlock", "immediate")
-	return c.Path + "?" + q.Encode()
+	return c.path + "?" + q.Encode()
 }
 
 // readerDSN opens a read-only connection (query_only): it can never take
@@ -130,7 +118,7 @@ func (c Config) readerDSN() string {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout("+c.busyMillis()+")")
 	q.Add("_pragma", "query_only(1)")
-	return c.Path + "?" + q.Encode()
+	return c.path + "?" + q.Encode()
 }
 
 func (c Config) busyMillis() string {

@@ -12,7 +12,7 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		NewStore: func(t *testing.T) idem.Store { return newStore(t) },
 		// A second Store on the same file, as another process opens it.
-		NewPeer: func(t *testing.T, st idem.Store) idem.Store { return openAt(t, st.(*Store).cfg.Path) },
+		NewPeer: func(t *testing.T, st idem.Store) idem.Store { return openAt(t, st.(*Store).cfg.path) },
 	})
 }
 

@@ -38,7 +38,7 @@
 // its own caller. Callers are answered after COMMIT returns; if COMMIT
 // fails, every caller in the batch gets the error and none was
 // acknowledged. Replays probed on the readers (above) never wait
-// for a batch; a [TxStore] is never batched.
+// for a batch; a store from [Store.WithTx] is never batched.
 //
 // # Schema
 //
@@ -73,7 +73,8 @@
 //     released or swept: the attempt no longer holds anything).
 //   - Resolve with Release returns the deleted record.
 //   - Sweep with Limit <= 0 deletes every expired record in one statement.
-//   - Hot statements are prepared once per connection; a [TxStore] runs
-//     unprepared statements on the caller's transaction and, having to see
-//     its own uncommitted rows, skips the reader replay check.
+//   - Hot statements are prepared once per connection; a store from
+//     [Store.WithTx] runs unprepared statements on the caller's transaction
+//     and, having to see its own uncommitted rows, skips the reader replay
+//     check.
 package sqlitestore

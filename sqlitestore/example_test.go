@@ -20,8 +20,7 @@ func ExampleOpen() {
 	defer os.RemoveAll(dir)
 
 	ctx := context.Background()
-	st, err := sqlitestore.Open(ctx, sqlitestore.Config{
-		Path:    filepath.Join(dir, "idem.db"),
+	st, err := sqlitestore.Open(ctx, filepath.Join(dir, "idem.db"), sqlitestore.Config{
 		Migrate: true, // apply the embedded schema
 	})
 	if err != nil {

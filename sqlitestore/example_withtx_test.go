@@ -17,7 +17,7 @@ func ExampleStore_WithTx() {
 	dir, _ := os.MkdirTemp("", "idem-example")
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: filepath.Join(dir, "app.db"), Migrate: true})
+	st, err := sqlitestore.Open(ctx, filepath.Join(dir, "app.db"), sqlitestore.Config{Migrate: true})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -7,6 +7,7 @@ import (
 	"testing/fstest"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/sqlcodec"
 )
 
 // brokenSchema is idem_records without its primary key: nothing in the
@@ -23,7 +24,7 @@ const brokenSchema = `CREATE TABLE idem_records (
 func openBroken(t *testing.T) *Store {
 	t.Helper()
 	fsys := fstest.MapFS{"migrations/0001_records.sql": {Data: []byte(brokenSchema)}}
-	s, err := open(context.Background(), Config{Path: tempPath(t), Migrate: true},
+	s, err := open(context.Background(), tempPath(t), Config{Migrate: true},
 		&Store{migrations: fsys, brokenClaim: checkThenInsert})
 	if err != nil {
 		t.Fatalf("open broken store: %v", err)
@@ -39,7 +40,7 @@ func checkThenInsert(ctx context.Context, o ops, p idem.ClaimParams) (idem.Claim
 	_, err := o.write.ExecContext(ctx, `INSERT INTO idem_records
 		(scope, key, fingerprint, state, fence, attempt_id, intent, created_at, lease_until)
 		VALUES (?, ?, ?, 'in_progress', 1, ?, ?, ?, ?)`,
-		p.Scope, p.Key, p.Fingerprint[:], p.AttemptID, blob(p.Intent), p.Now.UnixMicro(), micros(p.LeaseUntil))
+		p.Scope, p.Key, p.Fingerprint[:], p.AttemptID, sqlcodec.Bytes(p.Intent), p.Now.UnixMicro(), sqlcodec.Micros(p.LeaseUntil))
 	if err != nil {
 		return idem.ClaimResult{}, err
 	}

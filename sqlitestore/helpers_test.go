@@ -19,7 +19,7 @@ func tempPath(t testing.TB) string {
 
 func openAt(t testing.TB, path string) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), Config{Path: path, Migrate: true})
+	s, err := Open(context.Background(), path, Config{Migrate: true})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

@@ -2,50 +2,28 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"fmt"
 	"io/fs"
-	"path"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/migration"
 )
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-// migration is one numbered schema step, migrations/NNNN_name.sql.
-type migration struct {
-	version int
-	name    string
-	sql     string
+// migrations loads the embedded migrations (or, in tests, another set).
+func migrations(fsys fs.FS) ([]migration.Migration, error) {
+	return migration.Load("sqlitestore", fsys, "migrations/*.sql")
 }
 
-func loadMigrations(fsys fs.FS) ([]migration, error) {
-	names, err := fs.Glob(fsys, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, n := range names {
-		base := path.Base(n)
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v < 1 {
-			return nil, fmt.Errorf("sqlitestore: migration %s: name must start with a positive number and '_'", base)
-		}
-		b, err := fs.ReadFile(fsys, n)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: strings.TrimSuffix(base, ".sql"), sql: string(b)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	return ms, nil
-}
+// recordedName is the name idem_migrations keeps for m: its file name
+// without ".sql".
+func recordedName(m migration.Migration) string { return strings.TrimSuffix(m.File, ".sql") }
 
 // MigrationsScript returns every embedded migration in order, each headed
 // by its file name, as one transaction for teams that apply schemas with
@@ -53,9 +31,11 @@ func loadMigrations(fsys fs.FS) ([]migration, error) {
 // script` applies it). Like [Store.Migrate], the script creates
 // idem_migrations and records each version in it, so a store opened
 // afterwards with Migrate set, or `idem migrate`, finds nothing to do. The
-// error reports malformed embedded migrations, a build defect.
-func MigrationsScript() (string, error) {
-	ms, err := loadMigrations(migrationFS)
+// error reports malformed embedded migrations, a build defect. cfg is
+// unused: the SQLite schema has no names to configure (the parameter keeps
+// the SQL stores' MigrationsScript alike).
+func MigrationsScript(cfg Config) (string, error) {
+	ms, err := migrations(migrationFS)
 	if err != nil {
 		return "", err
 	}
@@ -63,26 +43,13 @@ func MigrationsScript() (string, error) {
 	b.WriteString("-- idem SQLite schema (sqlitestore)\nBEGIN IMMEDIATE;\n\n")
 	b.WriteString(migrationsTableSQL + ";\n\n")
 	for _, m := range ms {
-		fmt.Fprintf(&b, "-- %s.sql\n%s\n", m.name, strings.TrimSpace(m.sql))
+		fmt.Fprintf(&b, "-- %s\n%s\n", m.File, strings.TrimSpace(m.SQL))
 		// applied_at in unix microseconds, as Migrate writes it.
 		fmt.Fprintf(&b, "INSERT INTO idem_migrations (version, name, applied_at) VALUES (%d, '%s', CAST(strftime('%%s', 'now') AS INTEGER) * 1000000);\n\n",
-			m.version, strings.ReplaceAll(m.name, "'", "''"))
+			m.Version, strings.ReplaceAll(recordedName(m), "'", "''"))
 	}
 	b.WriteString("COMMIT;\n")
 	return b.String(), nil
-}
-
-// MigrationsSQL is [MigrationsScript] without the error, kept with its
-// signature for callers written before MigrationsScript. Its error can only
-// come from malformed embedded migrations; MigrationsSQL then returns a
-// script that is a single SQL comment naming the problem, with no
-// statements. Prefer MigrationsScript.
-func MigrationsSQL() string {
-	script, err := MigrationsScript()
-	if err != nil {
-		return "-- " + err.Error() + "\n"
-	}
-	return script
 }
 
 // migrationsTableSQL creates the table that records applied versions.
@@ -96,7 +63,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if s.closed.Load() {
 		return fmt.Errorf("sqlitestore: migrate: %w", idem.ErrClosed)
 	}
-	ms, err := loadMigrations(s.migrations)
+	ms, err := migrations(s.migrations)
 	if err != nil {
 		return err
 	}
@@ -105,27 +72,43 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("sqlitestore: migrate: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, migrationsTableSQL); err != nil {
+	if err := migration.Run(ctx, migrationTx{tx}, ms); err != nil {
 		return fmt.Errorf("sqlitestore: migrate: %w", err)
-	}
-	for _, m := range ms {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM idem_migrations WHERE version = ?`, m.version).Scan(&n); err != nil {
-			return fmt.Errorf("sqlitestore: migrate %s: %w", m.name, err)
-		}
-		if n > 0 {
-			continue
-		}
-		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-			return fmt.Errorf("sqlitestore: migrate %s: %w", m.name, err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO idem_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-			m.version, m.name, time.Now().UnixMicro()); err != nil {
-			return fmt.Errorf("sqlitestore: migrate %s: %w", m.name, err)
-		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlitestore: migrate: %w", err)
 	}
 	return nil
+}
+
+// migrationTx applies migrations in Migrate's IMMEDIATE transaction.
+type migrationTx struct{ tx *sql.Tx }
+
+func (t migrationTx) Applied(ctx context.Context) (map[int]bool, error) {
+	if _, err := t.tx.ExecContext(ctx, migrationsTableSQL); err != nil {
+		return nil, err
+	}
+	rows, err := t.tx.QueryContext(ctx, `SELECT version FROM idem_migrations`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	applied := map[int]bool{}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		applied[v] = true
+	}
+	return applied, rows.Err()
+}
+
+func (t migrationTx) Apply(ctx context.Context, m migration.Migration) error {
+	if _, err := t.tx.ExecContext(ctx, m.SQL); err != nil {
+		return err
+	}
+	_, err := t.tx.ExecContext(ctx, `INSERT INTO idem_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+		m.Version, recordedName(m), time.Now().UnixMicro())
+	return err
 }

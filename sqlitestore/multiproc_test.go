@@ -69,7 +69,7 @@ func TestChildProcess(t *testing.T) {
 	if path == "" {
 		t.Skip("child of TestTwoProcesses only")
 	}
-	s, err := Open(context.Background(), Config{Path: path, Migrate: true})
+	s, err := Open(context.Background(), path, Config{Migrate: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/sqlcodec"
 )
 
 func (o ops) finish(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
@@ -28,7 +29,7 @@ func (o ops) finishNow(ctx context.Context, p idem.FinishParams) (*idem.Record, 
 		return r, err
 	}
 	from := `state IN ('in_progress', 'unknown')`
-	expires := micros(p.ExpiresAt)
+	expires := sqlcodec.Micros(p.ExpiresAt)
 	switch p.State {
 	case idem.StateSucceeded, idem.StateFailed:
 	case idem.StateUnknown:
@@ -41,7 +42,7 @@ func (o ops) finishNow(ctx context.Context, p idem.FinishParams) (*idem.Record, 
 		UPDATE idem_records SET state = ?, result = ?, completed_at = ?, expires_at = ?
 		WHERE scope = ? AND key = ? AND fence = ? AND attempt_id = ? AND `+from+`
 		RETURNING `+columns,
-		string(p.State), blob(p.Result), micros(p.CompletedAt), expires,
+		string(p.State), sqlcodec.Bytes(p.Result), sqlcodec.Micros(p.CompletedAt), expires,
 		p.Scope, p.Key, p.Fence, p.AttemptID)
 	if !errors.Is(err, sql.ErrNoRows) {
 		return r, err
@@ -67,14 +68,14 @@ func (o ops) finishKnown(ctx context.Context, p idem.FinishParams) (*idem.Record
 	if !p.State.Terminal() || c.Scope != p.Scope || c.Key != p.Key || c.Fence != p.Fence || c.AttemptID != p.AttemptID {
 		return nil, nil
 	}
-	completed, expires := micros(p.CompletedAt), micros(p.ExpiresAt)
+	completed, expires := sqlcodec.Micros(p.CompletedAt), sqlcodec.Micros(p.ExpiresAt)
 	res, err := o.write.ExecContext(ctx, `
 		UPDATE idem_records SET state = ?, result = ?, completed_at = ?, expires_at = ?
 		WHERE scope = ? AND key = ? AND fence = ? AND attempt_id = ? AND state IN ('in_progress', 'unknown')
 			AND fingerprint = ? AND intent IS ? AND mark = ? AND created_at = ? AND lease_until IS ?`,
-		string(p.State), blob(p.Result), completed, expires,
+		string(p.State), sqlcodec.Bytes(p.Result), completed, expires,
 		p.Scope, p.Key, p.Fence, p.AttemptID,
-		c.Fingerprint[:], blob(c.Intent), string(c.Mark), c.CreatedAt.UnixMicro(), micros(c.LeaseUntil))
+		c.Fingerprint[:], sqlcodec.Bytes(c.Intent), string(c.Mark), c.CreatedAt.UnixMicro(), sqlcodec.Micros(c.LeaseUntil))
 	switch n, err := affected(res, err); {
 	case err != nil:
 		return nil, err
@@ -146,7 +147,7 @@ func (o ops) heartbeat(ctx context.Context, p idem.HeartbeatParams) error {
 	res, err := o.write.ExecContext(ctx, `
 		UPDATE idem_records SET lease_until = ?
 		WHERE scope = ? AND key = ? AND fence = ? AND attempt_id = ? AND state = 'in_progress'`,
-		micros(p.LeaseUntil), p.Scope, p.Key, p.Fence, p.AttemptID)
+		sqlcodec.Micros(p.LeaseUntil), p.Scope, p.Key, p.Fence, p.AttemptID)
 	n, err := affected(res, err)
 	if err == nil && n == 0 {
 		return fenced(p.Scope, p.Key, "is not in progress under this fence and attempt")

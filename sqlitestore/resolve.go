@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/sqlcodec"
 )
 
 func (o ops) resolve(ctx context.Context, p idem.ResolveParams) (*idem.Record, error) {
@@ -23,11 +24,11 @@ func (o ops) resolve(ctx context.Context, p idem.ResolveParams) (*idem.Record, e
 	case p.To.Terminal():
 		q = `UPDATE idem_records SET state = ?, fence = fence + 1, attempt_id = ?, result = ?,
 			completed_at = ?, expires_at = ?` + where
-		args = append([]any{string(p.To), p.AttemptID, blob(p.Result), micros(p.Now), micros(p.ExpiresAt)}, args...)
+		args = append([]any{string(p.To), p.AttemptID, sqlcodec.Bytes(p.Result), sqlcodec.Micros(p.Now), sqlcodec.Micros(p.ExpiresAt)}, args...)
 	case p.To == idem.StateInProgress:
 		q = `UPDATE idem_records SET state = 'in_progress', fence = fence + 1, attempt_id = ?,
 			result = NULL, lease_until = ?, completed_at = NULL, expires_at = NULL` + where
-		args = append([]any{p.AttemptID, micros(p.LeaseUntil)}, args...)
+		args = append([]any{p.AttemptID, sqlcodec.Micros(p.LeaseUntil)}, args...)
 	default:
 		return nil, badParam("resolve: target state %q is not succeeded, failed or in_progress", p.To)
 	}

@@ -9,14 +9,11 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/claimmix"
+	"github.com/idemkit/idem/internal/sqlcodec"
 )
 
 // querier is what both *sql.DB and *sql.Tx offer.
-type querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
+type querier = sqlcodec.Querier
 
 // ops are the store operations bound to where their statements run: a
 // Store reads on its reader pool and writes on its writer; a transaction
@@ -72,7 +69,7 @@ type scanTemps struct {
 func (t *scanTemps) fill(r *idem.Record) {
 	r.State, r.Mark = idem.State(t.state), idem.Mark(t.mark)
 	r.CreatedAt = time.UnixMicro(t.created).UTC()
-	r.LeaseUntil, r.CompletedAt, r.ExpiresAt = fromMicros(t.lease), fromMicros(t.completed), fromMicros(t.expires)
+	r.LeaseUntil, r.CompletedAt, r.ExpiresAt = sqlcodec.FromMicros(t.lease), sqlcodec.FromMicros(t.completed), sqlcodec.FromMicros(t.expires)
 	if len(r.Intent) == 0 {
 		r.Intent = nil
 	}
@@ -114,29 +111,6 @@ func writeReturning(ctx context.Context, q querier, query string, args ...any) (
 		return nil, err // the commit failed: the write did not happen
 	}
 	return r, rows.Close()
-}
-
-// micros stores t as unix microseconds, and the zero time as NULL.
-func micros(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t.UnixMicro()
-}
-
-func fromMicros(v sql.NullInt64) time.Time {
-	if !v.Valid {
-		return time.Time{}
-	}
-	return time.UnixMicro(v.Int64).UTC()
-}
-
-// blob stores an empty slice as NULL so that nil and empty read back alike.
-func blob(b []byte) any {
-	if len(b) == 0 {
-		return nil
-	}
-	return b
 }
 
 // getQuery reads a record by its key. It selects neither scope nor key:

@@ -40,16 +40,26 @@ type Store struct {
 
 var _ idem.Store = (*Store)(nil)
 
-// Open opens (creating if needed) the database at cfg.Path and, when
+// Open opens (creating if needed) the database file at path and, when
 // cfg.Migrate is set, applies the embedded migrations. ctx bounds the
 // connection set-up and migrations only.
-func Open(ctx context.Context, cfg Config) (*Store, error) {
-	return open(ctx, cfg, &Store{migrations: migrationFS})
+//
+// path is a file path: in-memory databases (":memory:") and "file:" URIs
+// are refused, since the writer and the readers are separate connections
+// that must share one file, and it may not contain '?'.
+//
+// There is no New over a caller's *sql.DB, as pgstore and mysqlstore have:
+// the store owns its connections, one writer opened for BEGIN IMMEDIATE
+// with the configured synchronous level, and a read-only pool, which a
+// handle opened elsewhere cannot promise.
+func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
+	return open(ctx, path, cfg, &Store{migrations: migrationFS})
 }
 
 // open finishes s, which carries the schema source (and, in tests only, a
 // broken claim).
-func open(ctx context.Context, cfg Config, s *Store) (*Store, error) {
+func open(ctx context.Context, path string, cfg Config, s *Store) (*Store, error) {
+	cfg.path = path
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -83,7 +93,7 @@ func (s *Store) connect(ctx context.Context) error {
 	// query_only readers cannot do themselves.
 	if err := w.PingContext(ctx); err != nil {
 		_ = w.Close()
-		return fmt.Errorf("sqlitestore: open %s: %w", s.cfg.Path, err)
+		return fmt.Errorf("sqlitestore: open %s: %w", s.cfg.path, err)
 	}
 	r, err := sql.Open("sqlite", s.cfg.readerDSN())
 	if err != nil {
@@ -95,7 +105,7 @@ func (s *Store) connect(ctx context.Context) error {
 	if err := r.PingContext(ctx); err != nil {
 		_ = w.Close()
 		_ = r.Close()
-		return fmt.Errorf("sqlitestore: open readers on %s: %w", s.cfg.Path, err)
+		return fmt.Errorf("sqlitestore: open readers on %s: %w", s.cfg.path, err)
 	}
 	s.writer, s.readers = w, r
 	s.wq, s.rq = newStmtCache(w), newStmtCache(r)
@@ -110,6 +120,9 @@ func (s *Store) DB() *sql.DB { return s.writer }
 
 // Config returns the store's configuration with defaults filled in.
 func (s *Store) Config() Config { return s.cfg }
+
+// Path returns the database file the store was opened on.
+func (s *Store) Path() string { return s.cfg.path }
 
 // Close closes the connections. Later calls on s (and on transaction stores
 // made from it) return [idem.ErrClosed]. Close is idempotent.

@@ -12,35 +12,36 @@ import (
 
 func TestConfigValidationNamesTheField(t *testing.T) {
 	cases := []struct {
+		path  string
 		cfg   Config
 		field string
 	}{
-		{Config{}, "Config.Path"},
-		{Config{Path: ":memory:"}, "Config.Path"},
-		{Config{Path: "file:x.db"}, "Config.Path"},
-		{Config{Path: "x.db?mode=ro"}, "Config.Path"},
-		{Config{Path: "x.db", Synchronous: "OFF"}, "Config.Synchronous"},
-		{Config{Path: "x.db", Synchronous: "fast"}, "Config.Synchronous"},
-		{Config{Path: "x.db", BusyTimeout: -time.Second}, "Config.BusyTimeout"},
-		{Config{Path: "x.db", ReadConns: -1}, "Config.ReadConns"},
+		{"", Config{}, "path"},
+		{":memory:", Config{}, "path"},
+		{"file:x.db", Config{}, "path"},
+		{"x.db?mode=ro", Config{}, "path"},
+		{"x.db", Config{Synchronous: "OFF"}, "Config.Synchronous"},
+		{"x.db", Config{Synchronous: "fast"}, "Config.Synchronous"},
+		{"x.db", Config{BusyTimeout: -time.Second}, "Config.BusyTimeout"},
+		{"x.db", Config{ReadConns: -1}, "Config.ReadConns"},
 	}
 	for _, c := range cases {
-		_, err := Open(context.Background(), c.cfg)
+		_, err := Open(context.Background(), c.path, c.cfg)
 		if err == nil || !strings.Contains(err.Error(), c.field) {
-			t.Errorf("Open(%+v) = %v, want an error naming %s", c.cfg, err, c.field)
+			t.Errorf("Open(%q, %+v) = %v, want an error naming %s", c.path, c.cfg, err, c.field)
 		}
 	}
 }
 
 func TestConfigDefaults(t *testing.T) {
-	c, err := Config{Path: "x.db", Synchronous: "normal"}.withDefaults()
+	c, err := Config{path: "x.db", Synchronous: "normal"}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Synchronous != "NORMAL" || c.BusyTimeout != DefaultBusyTimeout || c.ReadConns != DefaultReadConns {
 		t.Fatalf("defaults = %+v", c)
 	}
-	if c, _ = (Config{Path: "x.db"}).withDefaults(); c.Synchronous != "FULL" {
+	if c, _ = (Config{path: "x.db"}).withDefaults(); c.Synchronous != "FULL" {
 		t.Fatalf("default synchronous = %q, want FULL", c.Synchronous)
 	}
 }
@@ -125,17 +126,20 @@ func TestMigrateIsIdempotentAndKeepsThePrimaryKey(t *testing.T) {
 	}
 }
 
-func TestMigrationsSQL(t *testing.T) {
-	sql := MigrationsSQL()
+func TestMigrationsScriptContents(t *testing.T) {
+	sql, err := MigrationsScript(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, want := range []string{"-- 0001_records.sql", "CREATE TABLE idem_records", "PRIMARY KEY (scope, key)"} {
 		if !strings.Contains(sql, want) {
-			t.Errorf("MigrationsSQL lacks %q", want)
+			t.Errorf("MigrationsScript lacks %q", want)
 		}
 	}
 }
 
 func TestOpenWithoutMigrateNeedsSchema(t *testing.T) {
-	s, err := Open(context.Background(), Config{Path: tempPath(t)})
+	s, err := Open(context.Background(), tempPath(t), Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

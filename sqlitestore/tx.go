@@ -8,33 +8,30 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// TxStore is the transaction twin of [Store]: every operation runs inside
-// the caller's transaction, reads included (so it sees the transaction's own
-// writes), and commits or rolls back with it. Claim a key, write the local
-// effect, Finish, then commit: the effect and its record become durable
-// together, or not at all.
+// WithTx returns the transaction twin of s: every operation runs inside
+// tx, reads included (so it sees the transaction's own writes), and commits
+// or rolls back with it. Claim a key, write the local effect, Finish, then
+// commit: the effect and its record become durable together, or not at all.
 //
-// The transaction must have been begun on [Store.DB], the writer; a
-// transaction on another *sql.DB would write a different file or none.
-// Because the writer has one connection, calling the parent Store's write
-// methods while the transaction is open waits for the transaction to end:
-// do all of the transaction's work through the TxStore.
+// tx must have been begun on [Store.DB], the writer; a transaction on
+// another *sql.DB would write a different file or none. Because the writer
+// has one connection, calling s's write methods while the transaction is
+// open waits for the transaction to end: do all of the transaction's work
+// through the returned store.
 //
-// A TxStore is used by one goroutine at a time, like the *sql.Tx it wraps.
-type TxStore struct {
+// The returned store is used by one goroutine at a time, like the *sql.Tx
+// it wraps. Commit or roll back tx yourself: its Close does neither, and
+// only makes its later calls return [idem.ErrClosed].
+func (s *Store) WithTx(tx *sql.Tx) idem.Store { return &txStore{parent: s, tx: tx} }
+
+// txStore is what WithTx returns.
+type txStore struct {
 	parent *Store
 	tx     *sql.Tx
 	closed atomic.Bool
 }
 
-var _ idem.Store = (*TxStore)(nil)
-
-// WithTx returns a store that runs its operations in tx, which must be a
-// transaction on s.DB(). Commit or roll back tx yourself; TxStore.Close
-// does neither.
-func (s *Store) WithTx(tx *sql.Tx) *TxStore { return &TxStore{parent: s, tx: tx} }
-
-func (t *TxStore) ops() (ops, error) {
+func (t *txStore) ops() (ops, error) {
 	if t.closed.Load() || t.parent.closed.Load() {
 		return ops{}, idem.ErrClosed
 	}
@@ -42,7 +39,7 @@ func (t *TxStore) ops() (ops, error) {
 }
 
 // Claim implements [idem.Store] inside the transaction.
-func (t *TxStore) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult, error) {
+func (t *txStore) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult, error) {
 	o, err := t.ops()
 	if err != nil {
 		return idem.ClaimResult{}, err
@@ -52,7 +49,7 @@ func (t *TxStore) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResu
 }
 
 // Finish implements [idem.Store] inside the transaction.
-func (t *TxStore) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
+func (t *txStore) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
 	o, err := t.ops()
 	if err != nil {
 		return nil, err
@@ -62,7 +59,7 @@ func (t *TxStore) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record
 }
 
 // Release implements [idem.Store] inside the transaction.
-func (t *TxStore) Release(ctx context.Context, p idem.ReleaseParams) error {
+func (t *txStore) Release(ctx context.Context, p idem.ReleaseParams) error {
 	o, err := t.ops()
 	if err != nil {
 		return err
@@ -71,7 +68,7 @@ func (t *TxStore) Release(ctx context.Context, p idem.ReleaseParams) error {
 }
 
 // Heartbeat implements [idem.Store] inside the transaction.
-func (t *TxStore) Heartbeat(ctx context.Context, p idem.HeartbeatParams) error {
+func (t *txStore) Heartbeat(ctx context.Context, p idem.HeartbeatParams) error {
 	o, err := t.ops()
 	if err != nil {
 		return err
@@ -80,7 +77,7 @@ func (t *TxStore) Heartbeat(ctx context.Context, p idem.HeartbeatParams) error {
 }
 
 // Resolve implements [idem.Store] inside the transaction.
-func (t *TxStore) Resolve(ctx context.Context, p idem.ResolveParams) (*idem.Record, error) {
+func (t *txStore) Resolve(ctx context.Context, p idem.ResolveParams) (*idem.Record, error) {
 	o, err := t.ops()
 	if err != nil {
 		return nil, err
@@ -90,7 +87,7 @@ func (t *TxStore) Resolve(ctx context.Context, p idem.ResolveParams) (*idem.Reco
 }
 
 // SetMark implements [idem.Store] inside the transaction.
-func (t *TxStore) SetMark(ctx context.Context, scope, key string, fence int64, mark idem.Mark) error {
+func (t *txStore) SetMark(ctx context.Context, scope, key string, fence int64, mark idem.Mark) error {
 	o, err := t.ops()
 	if err != nil {
 		return err
@@ -99,7 +96,7 @@ func (t *TxStore) SetMark(ctx context.Context, scope, key string, fence int64, m
 }
 
 // Get implements [idem.Store] inside the transaction.
-func (t *TxStore) Get(ctx context.Context, scope, key string) (*idem.Record, error) {
+func (t *txStore) Get(ctx context.Context, scope, key string) (*idem.Record, error) {
 	o, err := t.ops()
 	if err != nil {
 		return nil, err
@@ -109,7 +106,7 @@ func (t *TxStore) Get(ctx context.Context, scope, key string) (*idem.Record, err
 }
 
 // List implements [idem.Store] inside the transaction.
-func (t *TxStore) List(ctx context.Context, f idem.ListFilter) ([]idem.Record, error) {
+func (t *txStore) List(ctx context.Context, f idem.ListFilter) ([]idem.Record, error) {
 	o, err := t.ops()
 	if err != nil {
 		return nil, err
@@ -119,7 +116,7 @@ func (t *TxStore) List(ctx context.Context, f idem.ListFilter) ([]idem.Record, e
 }
 
 // Sweep implements [idem.Store] inside the transaction.
-func (t *TxStore) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
+func (t *txStore) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
 	o, err := t.ops()
 	if err != nil {
 		return 0, err
@@ -130,7 +127,7 @@ func (t *TxStore) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
 
 // Close makes later calls on t return [idem.ErrClosed]. It neither commits
 // nor rolls back the transaction.
-func (t *TxStore) Close() error {
+func (t *txStore) Close() error {
 	t.closed.Store(true)
 	return nil
 }

@@ -80,7 +80,7 @@ func TestTxRecordAndEffectCommitTogether(t *testing.T) {
 	}
 }
 
-func TestTxStoreClosed(t *testing.T) {
+func TestWithTxClosed(t *testing.T) {
 	s := newStore(t)
 	tx, err := s.DB().Begin()
 	if err != nil {
@@ -92,6 +92,6 @@ func TestTxStoreClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := ts.Claim(context.Background(), claimParams("k", "a")); !errors.Is(err, idem.ErrClosed) {
-		t.Fatalf("claim on closed TxStore: %v, want ErrClosed", err)
+		t.Fatalf("claim on a closed WithTx store: %v, want ErrClosed", err)
 	}
 }

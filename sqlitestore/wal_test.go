@@ -19,7 +19,7 @@ import (
 // such writes grows the file by a commit each.
 func TestWritesLetTheWALBeCheckpointed(t *testing.T) {
 	path := tempPath(t)
-	s, err := Open(context.Background(), Config{Path: path, Migrate: true, Synchronous: "NORMAL"})
+	s, err := Open(context.Background(), path, Config{Migrate: true, Synchronous: "NORMAL"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
+	"os"
 	"strings"
 	"time"
 
-	"github.com/idemkit/idem/internal/bench"
-	"github.com/idemkit/idem/internal/storeopen"
+	"github.com/idemkit/idem/cmd/idem/internal/bench"
+	"github.com/idemkit/idem/cmd/idem/internal/storeopen"
 )
 
 // cmdBench measures the engine against the raw driver of the same store.
@@ -39,7 +41,7 @@ func cmdBench(ctx context.Context, e *env, args []string) int {
 	if len(pos) > 0 {
 		return f.usageError("unexpected argument %q", pos[0])
 	}
-	opt := bench.Options{Store: *store, Duration: *dur, Waiters: *waiters, Hold: *hold, Progress: e.stderr}
+	opt := bench.Options{Store: *store, Duration: *dur, Waiters: *waiters, Hold: *hold, Progress: e.stderr, ProgressPlain: !isTerminal(e.stderr)}
 	var err error
 	if opt.Concurrency, err = bench.ParseConcurrency(*conc); err != nil {
 		return f.usageError("--concurrency: %v", err)
@@ -79,4 +81,15 @@ func cmdBench(ctx context.Context, e *env, args []string) int {
 		return f.fail(err)
 	}
 	return exitOK
+}
+
+// isTerminal reports whether w is a terminal (a character device), where
+// progress may rewrite its line in place.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -63,7 +63,7 @@ func TestBenchExitCodes(t *testing.T) {
 		{"bench", "--store", "nosuch://x"},
 		{"bench", "--store", "memory://", "extra"},
 	} {
-		if _, e, code := runCLI(args...); code != exitUsage || !strings.Contains(e, "usage: idem bench") {
+		if _, e, code := runCLI(args...); code != exitUsage || !strings.Contains(e, "Run 'idem bench --help' for usage.") {
 			t.Errorf("%q: code %d, stderr %q", args, code, e)
 		}
 	}

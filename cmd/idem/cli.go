@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/durations"
+	"github.com/idemkit/idem/internal/httpsyntax"
 )
 
 // flags is one command's flag set with its usage text.
@@ -23,16 +24,33 @@ type flags struct {
 
 func (e *env) newFlags(name, synopsis, about, example string) *flags {
 	fs := flag.NewFlagSet("idem "+name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {} // printed by parse, to the right stream
+	fs.SetOutput(io.Discard) // parse reports errors itself, in one line
+	fs.Usage = func() {}
 	return &flags{FlagSet: fs, e: e, synopsis: synopsis, about: about, example: example}
 }
 
+// usage prints the command's full help: synopsis, what it does, its flags
+// in --flag form, and an example.
 func (f *flags) usage(w io.Writer) {
 	fmt.Fprintf(w, "usage: %s\n\n%s\n\nflags:\n", f.synopsis, f.about)
-	f.SetOutput(w)
-	f.PrintDefaults()
-	f.SetOutput(f.e.stderr)
+	f.VisitAll(func(fl *flag.Flag) {
+		name, usage := flag.UnquoteUsage(fl)
+		switch fl.Value.(type) {
+		case durationFlag:
+			name = "DUR"
+		case coverFlag:
+			name = "NAME=DUR"
+		}
+		line := "  --" + fl.Name
+		if name != "" {
+			line += " " + name
+		}
+		fmt.Fprintf(w, "%s\n    \t%s", line, strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if fl.DefValue != "" && fl.DefValue != "false" && fl.DefValue != "0" && fl.DefValue != "0s" {
+			fmt.Fprintf(w, " (default %s)", fl.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
 	fmt.Fprintf(w, "\nexample:\n  %s\n", f.example)
 }
 
@@ -46,24 +64,43 @@ func (f *flags) parse(args []string) (pos []string, code int, ok bool) {
 		f.usage(f.e.stdout)
 		return nil, exitOK, false
 	case err != nil:
-		fmt.Fprintln(f.e.stderr)
-		f.usage(f.e.stderr)
-		return nil, exitUsage, false
+		return nil, f.usageError("%s", dashDash(err.Error())), false
 	}
 	return pos, 0, true
 }
 
-// usageError reports a usage mistake found after parsing.
+// dashDash rewrites the flag package's "-name" in its messages as the
+// "--name" this CLI documents.
+func dashDash(msg string) string {
+	return strings.Replace(msg, ": -", ": --", 1)
+}
+
+// usageError reports a usage mistake in one line and says where the help
+// is; it does not print the whole help.
 func (f *flags) usageError(format string, a ...any) int {
-	fmt.Fprintf(f.e.stderr, "%s: %s\n\n", f.Name(), fmt.Sprintf(format, a...))
-	f.usage(f.e.stderr)
+	fmt.Fprintf(f.e.stderr, "%s: %s\nRun '%s --help' for usage.\n", f.Name(), userText(fmt.Sprintf(format, a...)), f.Name())
 	return exitUsage
 }
 
 // fail reports a runtime failure.
 func (f *flags) fail(err error) int {
-	fmt.Fprintf(f.e.stderr, "%s: %v\n", f.Name(), err)
+	fmt.Fprintf(f.e.stderr, "%s: %s\n", f.Name(), userText(err.Error()))
 	return exitFailure
+}
+
+// packagePrefixes are the "package: " prefixes Go errors from idem's
+// libraries carry. An operator reads about their store, file or record, not
+// about which package noticed: userText drops them.
+var packagePrefixes = []string{
+	"storeopen: ", "sqlitestore: ", "pgstore: ", "mysqlstore: ", "redisstore: ", "memstore: ",
+	"csvprovider: ", "httpprovider: ", "reconcile: ", "idemhttp: ", "idemprom: ", "idem: ",
+}
+
+func userText(msg string) string {
+	for _, p := range packagePrefixes {
+		msg = strings.ReplaceAll(msg, p, "")
+	}
+	return msg
 }
 
 // parseInterspersed parses flags that may appear anywhere among the
@@ -155,18 +192,4 @@ func parseStatusList(s string) ([]int, error) {
 
 // isToken reports whether s is an HTTP token (RFC 9110, section 5.6.2):
 // the syntax of a method and of a header field name.
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
+func isToken(s string) bool { return httpsyntax.IsToken(s) }

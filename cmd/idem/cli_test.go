@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -28,28 +29,67 @@ func TestUsageAndExitCodes(t *testing.T) {
 		if code != exitOK || !strings.Contains(o, "example:\n  idem "+name) {
 			t.Errorf("%s --help: code %d, stdout %q", name, code, o)
 		}
+		if name == "reconcile" {
+			continue // its flags are parsed by package reconcile (RunReconcileCommand)
+		}
 		_, e, code := runCLI(name, "--no-such-flag")
-		if code != exitUsage || !strings.Contains(e, "usage: idem "+name) {
-			t.Errorf("%s with a bad flag: code %d, stderr %q", name, code, e)
+		want := "idem " + name + ": flag provided but not defined: --no-such-flag\nRun 'idem " + name + " --help' for usage.\n"
+		if code != exitUsage || e != want {
+			t.Errorf("%s with a bad flag: code %d, stderr %q; want %q", name, code, e, want)
+		}
+		if regexp.MustCompile(`\n  -[a-z]`).MatchString(o) {
+			t.Errorf("%s --help shows a flag in -flag form; the CLI documents --flag:\n%s", name, o)
 		}
 	}
 }
 
 func TestFlagsAfterPositionals(t *testing.T) {
 	t.Parallel()
-	// The key comes first and the flags after it; memory:// is empty, so
-	// the command parses and then fails to find the record (exit 1, not 2).
-	_, e, code := runCLI("get", "order-42", "--store", "memory://", "--json")
+	dsn := seedRecord(t, "paid-1", nil)
+	// The key comes first and the flags after it; the store has no such
+	// record, so the command parses and then fails to find it (exit 1, not 2).
+	_, e, code := runCLI("get", "order-42", "--store", dsn, "--json")
 	if code != exitFailure || !strings.Contains(e, `no record for key "order-42"`) {
 		t.Fatalf("code %d, stderr %q", code, e)
 	}
 	// "--" ends the flags: a key that looks like a flag.
-	_, e, code = runCLI("get", "--store", "memory://", "--", "--json")
+	_, e, code = runCLI("get", "--store", dsn, "--", "--json")
 	if code != exitFailure || !strings.Contains(e, `no record for key "--json"`) {
 		t.Fatalf("after --: code %d, stderr %q", code, e)
 	}
-	if _, _, code := runCLI("get", "a", "b", "--store", "memory://"); code != exitUsage {
+	if _, _, code := runCLI("get", "a", "b", "--store", dsn); code != exitUsage {
 		t.Fatalf("two keys: code %d, want 2", code)
+	}
+}
+
+// TestKeyArgumentsAcceptTheHeaderForm: a key copied from an
+// Idempotency-Key header, quotes and all, finds its record.
+func TestKeyArgumentsAcceptTheHeaderForm(t *testing.T) {
+	t.Parallel()
+	dsn := seedRecord(t, "order-42", []byte("ok"))
+	for _, arg := range []string{"order-42", `"order-42"`} {
+		if o, e, code := runCLI("get", arg, "--store", dsn); code != exitOK || !strings.Contains(o, "order-42") {
+			t.Errorf("get %s: code %d, stdout %q, stderr %q", arg, code, o, e)
+		}
+	}
+	if _, e, code := runCLI("get", `"unterminated`, "--store", dsn); code != exitFailure || !strings.Contains(e, "no record") {
+		t.Errorf(`get "unterminated: code %d, stderr %q; want the key looked up as written`, code, e)
+	}
+}
+
+// TestRecordCommandsRefuseMemoryStore: memory:// starts empty in every
+// process, so reading records from it would show an empty store.
+func TestRecordCommandsRefuseMemoryStore(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"get", "k", "--store", "memory://"},
+		{"list", "--store", "memory://"},
+		{"resolve", "k", "--store", "memory://", "--as", "released", "--reason", "x"},
+		{"sweep", "--store", "memory://"},
+	} {
+		if _, e, code := runCLI(args...); code != exitUsage || !strings.Contains(e, "memory:// starts empty") {
+			t.Errorf("%v: code %d, stderr %q; want 2 naming memory://", args, code, e)
+		}
 	}
 }
 
@@ -153,7 +193,7 @@ func runProxyBriefly(args ...string) (stderr string, code int) {
 // flags. (migrate is left to its own tests.)
 func TestSynopsisListsEveryFlag(t *testing.T) {
 	t.Parallel()
-	flagRE := regexp.MustCompile(`(?m)^  -(\S+)`)
+	flagRE := regexp.MustCompile(`(?m)^  --(\S+)`)
 	for _, name := range []string{"proxy", "get", "list", "resolve", "sweep"} {
 		o, _, _ := runCLI(name, "--help")
 		synopsis, _, _ := strings.Cut(o, "\n")
@@ -184,6 +224,16 @@ func TestParseDuration(t *testing.T) {
 		"99999999999999999999d", "-99999999999999999999d"} {
 		if _, err := parseDuration(in); err == nil {
 			t.Errorf("parseDuration(%q) succeeded", in)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		o, e, code := runCLI(args...)
+		if code != exitOK || !strings.HasPrefix(o, "idem ") || !strings.Contains(o, runtime.Version()) {
+			t.Errorf("%v: code %d, stdout %q, stderr %q; want the module and Go versions", args, code, o, e)
 		}
 	}
 }

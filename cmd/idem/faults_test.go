@@ -32,11 +32,11 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/rs/zerolog"
 
+	"github.com/idemkit/idem/cmd/idem/internal/mysqltest"
+	"github.com/idemkit/idem/cmd/idem/internal/storeopen"
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/internal/history"
-	"github.com/idemkit/idem/internal/mysqltest"
 	"github.com/idemkit/idem/internal/pgtest"
-	"github.com/idemkit/idem/internal/storeopen"
 	"github.com/idemkit/idem/internal/testenv"
 )
 

@@ -14,9 +14,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"sort"
 	"syscall"
 )
+
+// goos and goarch name the platform in `idem version`.
+const goos, goarch = runtime.GOOS, runtime.GOARCH
 
 // Exit codes.
 const (
@@ -52,6 +56,7 @@ var commands = map[string]command{
 	"reconcile":   {"compare records with a provider's settlement file or API (exit 3 on drift)", cmdReconcile},
 	"tools-audit": {"report MCP tools with side effects and no idempotency key (exit 3)", cmdToolsAudit},
 	"bench":       {"measure idem against the raw driver of the same store", cmdBench},
+	"version":     {"print the module version, commit and Go version", cmdVersion},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -61,6 +66,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	switch args[0] {
+	case "-version", "--version":
+		printVersion(stdout)
+		return exitOK
 	case "-h", "-help", "--help", "help":
 		if len(args) > 1 {
 			if c, ok := commands[args[1]]; ok {
@@ -72,8 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "idem: unknown command %q\n\n", args[0])
-		topUsage(stderr)
+		fmt.Fprintf(stderr, "idem: unknown command %q\nRun 'idem --help' for the commands.\n", args[0])
 		return exitUsage
 	}
 	return c.run(ctx, e, args[1:])

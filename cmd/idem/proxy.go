@@ -15,9 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/cmd/idem/internal/storeopen"
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/idemprom"
-	"github.com/idemkit/idem/internal/storeopen"
 )
 
 // DefaultListen is the proxy's default listen address: loopback only, so a

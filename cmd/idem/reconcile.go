@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/storeopen"
+	"github.com/idemkit/idem/cmd/idem/internal/storeopen"
 	"github.com/idemkit/idem/reconcile"
 )
 

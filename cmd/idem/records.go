@@ -5,19 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"os/user"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/cmd/idem/internal/storeopen"
 	"github.com/idemkit/idem/idemhttp"
-	"github.com/idemkit/idem/internal/storeopen"
 )
 
 func cmdMigrate(ctx context.Context, e *env, args []string) int {
@@ -66,10 +64,15 @@ func cmdMigrate(ctx context.Context, e *env, args []string) int {
 }
 
 // openExisting opens a store for the record commands: never creating a new
-// database, never migrating.
+// database, never migrating, and never memory://, which starts empty in
+// every process — a list of it would look like an empty store.
 func openExisting(ctx context.Context, f *flags, dsn string) (idem.Store, int, bool) {
-	if _, err := storeopen.Parse(dsn); err != nil {
+	d, err := storeopen.Parse(dsn)
+	if err != nil {
 		return nil, f.usageError("--store: %v", err), false
+	}
+	if d.Scheme == "memory" {
+		return nil, f.usageError("--store: memory:// starts empty in every process, so it holds no records to read; name the store the proxy or application writes to"), false
 	}
 	st, err := storeopen.Open(ctx, dsn, storeopen.Options{MustExist: true})
 	if err != nil {
@@ -79,12 +82,16 @@ func openExisting(ctx context.Context, f *flags, dsn string) (idem.Store, int, b
 }
 
 func cmdGet(ctx context.Context, e *env, args []string) int {
-	f := e.newFlags("get", "idem get [--store DSN] [--scope S] KEY [--json]",
-		"Show the record for KEY in scope S (empty: the global scope).",
+	f := e.newFlags("get", "idem get [--store DSN] [--scope S] KEY [--json] [--body-out FILE]",
+		"Show the record for KEY in scope S (empty: the global scope): its state, the\n"+
+			"intent written with the claim, and the response a retry replays (status,\n"+
+			"headers, and the body when it is text). KEY may be given as the\n"+
+			"Idempotency-Key header carries it ('\"order-42\"').",
 		"idem get --store sqlite://idem.db order-42 --json")
 	dsn := f.String("store", storeopen.Default, "store DSN: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, memory://")
 	scope := f.String("scope", "", "the key's scope (the proxy stores --scope-header values as SHA-256 hex)")
-	asJSON := f.Bool("json", false, "print the record as JSON")
+	asJSON := f.Bool("json", false, "print the record as JSON, with the intent and the response decoded")
+	bodyOut := f.String("body-out", "", "write the recorded response's body (or the result) to this file")
 	pos, code, ok := f.parse(args)
 	if !ok {
 		return code
@@ -92,17 +99,26 @@ func cmdGet(ctx context.Context, e *env, args []string) int {
 	if len(pos) != 1 {
 		return f.usageError("want exactly one KEY, got %d arguments", len(pos))
 	}
+	key, err := cliKey(pos[0])
+	if err != nil {
+		return f.usageError("%v", err)
+	}
 	st, code, ok := openExisting(ctx, f, *dsn)
 	if !ok {
 		return code
 	}
 	defer st.Close()
-	rec, err := st.Get(ctx, *scope, pos[0])
+	rec, err := st.Get(ctx, *scope, string(key))
 	if errors.Is(err, idem.ErrNotFound) {
-		return f.fail(fmt.Errorf("no record for key %q in scope %q", pos[0], *scope))
+		return f.fail(fmt.Errorf("no record for key %q in scope %q", key, *scope))
 	}
 	if err != nil {
 		return f.fail(err)
+	}
+	if *bodyOut != "" {
+		if err := os.WriteFile(*bodyOut, bodyBytes(rec), 0o600); err != nil {
+			return f.fail(err)
+		}
 	}
 	if *asJSON {
 		return writeJSON(f, e.stdout, toJSON(rec, time.Now()))
@@ -207,23 +223,14 @@ func cmdList(ctx context.Context, e *env, args []string) int {
 	return exitFailureIf(tw.Flush())
 }
 
-// spooledOutcome names what a spooled outcome will do to its record.
-func spooledOutcome(o *idem.SpooledOutcome) string {
-	if o.Release {
-		return "released"
+// cliKey reads a KEY argument: the key itself, or the key as the
+// Idempotency-Key header carries it, an sf-string ('"order-42"'), so that
+// a value copied from a request log finds its record.
+func cliKey(arg string) (idem.Key, error) {
+	if len(arg) >= 2 && arg[0] == '"' && arg[len(arg)-1] == '"' {
+		return idemhttp.ParseKeyHeader(arg)
 	}
-	return string(o.State)
-}
-
-// spooledJSON is a spooled outcome as idem list --json prints it: the
-// record it will become, with "spooled": true.
-func spooledJSON(o *idem.SpooledOutcome) map[string]any {
-	j := map[string]any{"spooled": true, "scope": o.Scope, "key": o.Key, "outcome": spooledOutcome(o),
-		"fence": o.Fence, "attempt_id": o.AttemptID, "completed_at": o.CompletedAt, "spooled_at": o.SpooledAt, "cause": o.Cause}
-	if rr, err := idemhttp.DecodeResponse(o.Result); err == nil {
-		j["http_status"] = rr.Status
-	}
-	return j
+	return idem.ParseKey(arg)
 }
 
 func exitFailureIf(err error) int {
@@ -258,7 +265,7 @@ func cmdResolve(ctx context.Context, e *env, args []string) int {
 	if len(pos) != 1 {
 		return f.usageError("want exactly one KEY, got %d arguments", len(pos))
 	}
-	key, err := idem.ParseKey(pos[0])
+	key, err := cliKey(pos[0])
 	if err != nil {
 		return f.usageError("%v", err)
 	}
@@ -446,128 +453,3 @@ func markExpiredUnknown(ctx context.Context, st idem.Store, scope string, key id
 }
 
 // Output.
-
-type recordJSON struct {
-	Scope  string `json:"scope"`
-	Key    string `json:"key"`
-	State  string `json:"state"`
-	Stored string `json:"stored_state"`
-	// LeaseExpired is set for an in_progress record whose lease has
-	// passed: State is then unknown, as every reader treats it.
-	LeaseExpired bool            `json:"lease_expired"`
-	Fence        int64           `json:"fence"`
-	AttemptID    string          `json:"attempt_id"`
-	Fingerprint  string          `json:"fingerprint"`
-	Mark         string          `json:"mark,omitempty"`
-	CreatedAt    time.Time       `json:"created_at"`
-	LeaseUntil   *time.Time      `json:"lease_until,omitempty"`
-	CompletedAt  *time.Time      `json:"completed_at,omitempty"`
-	ExpiresAt    *time.Time      `json:"expires_at,omitempty"`
-	Intent       json.RawMessage `json:"intent,omitempty"`
-	HTTPStatus   int             `json:"http_status,omitempty"`
-	Result       []byte          `json:"result,omitempty"`
-}
-
-func toJSON(r *idem.Record, now time.Time) recordJSON {
-	j := recordJSON{Scope: r.Scope, Key: r.Key, State: string(effectiveState(r, now)), Stored: string(r.State),
-		LeaseExpired: r.LeaseExpired(now), Fence: r.Fence,
-		AttemptID: r.AttemptID, Fingerprint: r.Fingerprint.String(), Mark: string(r.Mark), CreatedAt: r.CreatedAt,
-		LeaseUntil: opt(r.LeaseUntil), CompletedAt: opt(r.CompletedAt), ExpiresAt: opt(r.ExpiresAt), Result: r.Result}
-	if json.Valid(r.Intent) {
-		j.Intent = r.Intent
-	}
-	if rr, err := idemhttp.DecodeResponse(r.Result); err == nil {
-		j.HTTPStatus = rr.Status
-	}
-	return j
-}
-
-func opt(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
-}
-
-func writeJSON(f *flags, w io.Writer, v any) int {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return f.fail(err)
-	}
-	return exitOK
-}
-
-// effectiveState is the state every reader acts on: an in_progress record
-// whose lease has passed is unknown.
-func effectiveState(r *idem.Record, now time.Time) idem.State {
-	if r.LeaseExpired(now) {
-		return idem.StateUnknown
-	}
-	return r.State
-}
-
-// effState is effectiveState for people, saying when the lease expired.
-func effState(r *idem.Record, now time.Time) string {
-	if r.LeaseExpired(now) {
-		return string(idem.StateUnknown) + " (lease expired)"
-	}
-	return string(r.State)
-}
-
-func httpStatus(r *idem.Record) string {
-	rr, err := idemhttp.DecodeResponse(r.Result)
-	if err != nil {
-		return "-"
-	}
-	s := strconv.Itoa(rr.Status)
-	if rr.TooLarge {
-		s += " (too large)"
-	}
-	return s
-}
-
-func shortScope(s string) string {
-	switch {
-	case s == "":
-		return "(global)"
-	case len(s) > 16:
-		return s[:16] + "…"
-	}
-	return s
-}
-
-func printRecord(w io.Writer, r *idem.Record, now time.Time) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
-	row("key", r.Key)
-	row("scope", shortScope(r.Scope))
-	row("state", effState(r, now))
-	row("fence", strconv.FormatInt(r.Fence, 10))
-	row("fingerprint", r.Fingerprint.String())
-	row("created", r.CreatedAt.Format(time.RFC3339Nano))
-	if r.State == idem.StateInProgress {
-		row("lease until", r.LeaseUntil.Format(time.RFC3339Nano))
-	}
-	if !r.CompletedAt.IsZero() {
-		row("completed", r.CompletedAt.Format(time.RFC3339Nano))
-	}
-	if !r.ExpiresAt.IsZero() {
-		row("expires", r.ExpiresAt.Format(time.RFC3339Nano))
-	}
-	if r.Mark != idem.MarkNone {
-		row("mark", string(r.Mark))
-	}
-	if rr, err := idemhttp.DecodeResponse(r.Result); err == nil {
-		desc := fmt.Sprintf("%d, %d body bytes", rr.Status, rr.Size)
-		if rr.TooLarge {
-			desc += " (too large to record)"
-		}
-		row("response", desc)
-	} else if len(r.Result) > 0 {
-		// A record whose response cannot be decoded replays as
-		// record-unreadable; say why.
-		row("result", fmt.Sprintf("%d bytes, not a recorded response: %v", len(r.Result), err))
-	}
-	_ = tw.Flush()
-}

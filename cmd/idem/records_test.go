@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +32,7 @@ func seedSQLite(t *testing.T, result []byte, reqs ...idem.Request) string {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "idem.db")
-	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: path, Migrate: true})
+	st, err := sqlitestore.Open(ctx, path, sqlitestore.Config{Migrate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +148,7 @@ func TestSweepPrintsProgress(t *testing.T) {
 	sweepProgressAfter = 0
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "idem.db")
-	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: path, Migrate: true, Synchronous: "NORMAL"})
+	st, err := sqlitestore.Open(ctx, path, sqlitestore.Config{Migrate: true, Synchronous: "NORMAL"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,5 +171,80 @@ func TestSweepPrintsProgress(t *testing.T) {
 	out, errs, code := runCLI("sweep", "--store", "sqlite://"+path)
 	if code != 0 || !strings.Contains(out, "deleted 1001 expired records") || !strings.Contains(errs, "idem sweep: 1000 records deleted") {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+}
+
+// TestGetShowsIntentAndResponse: idem get shows what an operator needs to
+// decide a record — the intent written with the claim and the response a
+// retry replays — for a middleware (or proxy: the same format) record and
+// an engine record, as text and as decoded JSON, and --body-out writes the
+// body.
+func TestGetShowsIntentAndResponse(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "idem.db")
+	st, err := sqlitestore.Open(ctx, path, sqlitestore.Config{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := idem.New(st, idem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := idemhttp.New(eng, idemhttp.Config{Scope: idemhttp.GlobalScope})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Location", "/charges/ch_1")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id":"ch_1","amount":5000}`))
+	}))
+	req := httptest.NewRequest(http.MethodPost, "/charges", strings.NewReader(`{"amount":5000}`))
+	req.Header.Set("Idempotency-Key", `"order-42"`)
+	req.Header.Set("Content-Type", "application/json")
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	if _, err := eng.DoBytes(ctx, idem.Request{Key: "refund-7", Intent: &idem.Intent{Operation: "refund", Amount: 1250, Currency: "EUR"}},
+		func(context.Context, *idem.Attempt) ([]byte, error) { return []byte("re_9"), nil }); err != nil {
+		t.Fatal(err)
+	}
+	_ = eng.Close()
+	_ = st.Close()
+	dsn := "sqlite://" + path
+
+	o, e, code := runCLI("get", `"order-42"`, "--store", dsn)
+	if code != exitOK {
+		t.Fatalf("get order-42: code %d, stderr %q", code, e)
+	}
+	for _, want := range []string{`operation:\s+POST\n`, `response:\s+201, 27 body bytes\n`, `Location:\s+/charges/ch_1\n`, `\n\{"id":"ch_1","amount":5000\}\n`} {
+		if !regexp.MustCompile(want).MatchString(o) {
+			t.Errorf("get order-42 lacks %s:\n%s", want, o)
+		}
+	}
+	o, _, _ = runCLI("get", "refund-7", "--store", dsn)
+	for _, want := range []string{`operation:\s+refund\n`, `amount:\s+1250 EUR\n`, `result:\s+"re_9"\n`} {
+		if !regexp.MustCompile(want).MatchString(o) {
+			t.Errorf("get refund-7 lacks %s:\n%s", want, o)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "body")
+	o, _, code = runCLI("get", "order-42", "--store", dsn, "--json", "--body-out", out)
+	var j struct {
+		Intent   map[string]any `json:"intent"`
+		Response struct {
+			Status int                 `json:"status"`
+			Header map[string][]string `json:"header"`
+			Body   string              `json:"body"`
+		} `json:"response"`
+	}
+	if err := json.Unmarshal([]byte(o), &j); err != nil || code != exitOK {
+		t.Fatalf("--json: code %d, %v:\n%s", code, err, o)
+	}
+	if j.Response.Status != 201 || j.Response.Body != `{"id":"ch_1","amount":5000}` || j.Response.Header["Location"][0] != "/charges/ch_1" || j.Intent["operation"] != "POST" {
+		t.Errorf("--json = %+v; want the decoded response and intent", j)
+	}
+	if b, err := os.ReadFile(out); err != nil || string(b) != `{"id":"ch_1","amount":5000}` {
+		t.Errorf("--body-out wrote %q, %v", b, err)
 	}
 }

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem/internal/mysqltest"
-	"github.com/idemkit/idem/internal/storeopen"
+	"github.com/idemkit/idem/cmd/idem/internal/mysqltest"
+	"github.com/idemkit/idem/cmd/idem/internal/storeopen"
 	"github.com/idemkit/idem/internal/testenv"
 )
 

@@ -233,7 +233,7 @@ func (r *crashRig) usePostgres(t *testing.T) func(*testing.T, []string) (map[str
 // txState reads ledger rows per key and record states from the database.
 func (r *crashRig) txState(t *testing.T, keys []string) (map[string]int, map[string]idem.State) {
 	t.Helper()
-	st, err := sqlitestore.Open(context.Background(), sqlitestore.Config{Path: r.DB})
+	st, err := sqlitestore.Open(context.Background(), r.DB, sqlitestore.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func run(ctx context.Context, w io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: filepath.Join(dir, "inbox.db"), Migrate: true})
+	st, err := sqlitestore.Open(ctx, filepath.Join(dir, "inbox.db"), sqlitestore.Config{Migrate: true})
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ type backend struct {
 }
 
 func openBackend(ctx context.Context, path string) (*backend, error) {
-	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: path, Migrate: true})
+	st, err := sqlitestore.Open(ctx, path, sqlitestore.Config{Migrate: true})
 	if err != nil {
 		return nil, err
 	}

@@ -93,7 +93,7 @@ func TestCrashBetweenProviderAndOutcome(t *testing.T) {
 	prov.Wait()
 
 	ctx := context.Background()
-	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: db})
+	st, err := sqlitestore.Open(ctx, db, sqlitestore.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,5 +89,5 @@ func openStore(ctx context.Context, dsn string) (idem.Store, error) {
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
 		return openPostgres(ctx, dsn)
 	}
-	return sqlitestore.Open(ctx, sqlitestore.Config{Path: dsn, Migrate: true})
+	return sqlitestore.Open(ctx, dsn, sqlitestore.Config{Migrate: true})
 }

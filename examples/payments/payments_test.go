@@ -59,7 +59,7 @@ func (c client) retry(op, key string, amount int64, n int) (int, []byte) {
 
 func newSQLite(t *testing.T) idem.Store {
 	t.Helper()
-	st, err := sqlitestore.Open(context.Background(), sqlitestore.Config{Path: filepath.Join(t.TempDir(), "pay.db"),
+	st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "pay.db"), sqlitestore.Config{
 		Synchronous: "NORMAL", Migrate: true})
 	if err != nil {
 		t.Fatal(err)

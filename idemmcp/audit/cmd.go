@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -39,7 +40,7 @@ flags:
   --url URL     audit the streamable HTTP MCP endpoint at URL
   --json        print the report as JSON instead of a table
   --timeout D   give up after D (default 30s)
-  -h, --help    print this help
+  --help        print this help
 
 Exit status: 0 clean, 3 at least one tool flagged, 1 the audit failed,
 2 usage error.
@@ -104,8 +105,8 @@ func (o *options) transport(stderr io.Writer) mcp.Transport {
 func parseArgs(args []string, stdout, stderr io.Writer) (*options, int) {
 	o := &options{}
 	fs := flag.NewFlagSet("idem tools-audit", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {} // help goes to stdout, below
+	fs.SetOutput(io.Discard) // errors are reported below, in one line
+	fs.Usage = func() {}     // help goes to stdout, below
 	fs.StringVar(&o.url, "url", "", "streamable HTTP endpoint")
 	fs.BoolVar(&o.json, "json", false, "JSON output")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "overall timeout")
@@ -114,7 +115,7 @@ func parseArgs(args []string, stdout, stderr io.Writer) (*options, int) {
 			fmt.Fprint(stdout, usage)
 			return nil, ExitClean
 		}
-		return nil, usageError(stderr, "") // flag already printed why
+		return nil, usageError(stderr, strings.Replace(err.Error(), ": -", ": --", 1))
 	}
 	o.command = fs.Args()
 	switch {
@@ -134,10 +135,8 @@ func parseArgs(args []string, stdout, stderr io.Writer) (*options, int) {
 	return o, -1
 }
 
+// usageError reports a usage mistake in one line and where the help is.
 func usageError(stderr io.Writer, msg string) int {
-	if msg != "" {
-		fmt.Fprintf(stderr, "idem tools-audit: %s\n", msg)
-	}
-	fmt.Fprint(stderr, "\n"+usage)
+	fmt.Fprintf(stderr, "idem tools-audit: %s\nRun 'idem tools-audit --help' for usage.\n", msg)
 	return ExitUsage
 }

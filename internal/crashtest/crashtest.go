@@ -91,7 +91,7 @@ func FromEnv() Child {
 // at AfterRecord, says RECORDED and blocks once the crash key's first
 // outcome is recorded. The caller closes both.
 func (c Child) Open(ctx context.Context) (*sqlitestore.Store, *idem.Engine, error) {
-	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: c.DB, Migrate: true})
+	st, err := sqlitestore.Open(ctx, c.DB, sqlitestore.Config{Migrate: true})
 	if err != nil {
 		return nil, nil, err
 	}

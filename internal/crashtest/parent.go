@@ -58,7 +58,7 @@ func (f Files) EffectCounts(t testing.TB, keys []string) map[string]int {
 // Store opens the records' SQLite file, closed when t ends.
 func (f Files) Store(t testing.TB) *sqlitestore.Store {
 	t.Helper()
-	st, err := sqlitestore.Open(context.Background(), sqlitestore.Config{Path: f.DB, Migrate: true})
+	st, err := sqlitestore.Open(context.Background(), f.DB, sqlitestore.Config{Migrate: true})
 	if err != nil {
 		t.Fatal(err)
 	}

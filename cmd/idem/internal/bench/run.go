@@ -1,0 +1,238 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/cmd/idem/internal/storeopen"
+)
+
+// Report is the result of [Run].
+type Report struct {
+	Header  Header          `json:"header"`
+	Cells   []Cell          `json:"cells"`
+	Waiters []*WaiterResult `json:"waiters,omitempty"`
+}
+
+// Header describes the run: when, where, against what.
+type Header struct {
+	Date      time.Time `json:"date"`
+	Host      string    `json:"host"`
+	OS        string    `json:"os"`
+	Arch      string    `json:"arch"`
+	CPUs      int       `json:"cpus"`
+	GoVersion string    `json:"go_version"`
+	// LoadStart and LoadEnd are the 1/5/15-minute load averages when the
+	// run started and ended: a shared machine makes numbers noisy.
+	LoadStart string `json:"load_start"`
+	LoadEnd   string `json:"load_end"`
+	// Store is the DSN as given, password redacted.
+	Store string `json:"store"`
+	// StoreOptions are the DSN's query parameters (e.g. a group-commit
+	// window), which both the store and this report see.
+	StoreOptions string `json:"store_options"`
+	// Durability is the server's durability setting, read from it.
+	Durability string `json:"durability"`
+	// DurabilityNote, when the server's settings let an acknowledged claim
+	// be lost in a crash, says what could be lost; empty when durable.
+	DurabilityNote string        `json:"durability_note,omitempty"`
+	Duration       time.Duration `json:"duration_ns"`
+	Payload        int           `json:"payload_bytes"`
+	Concurrency    []int         `json:"concurrency"`
+}
+
+// Cell is one measurement: a scenario, a side and a concurrency.
+type Cell struct {
+	Scenario    string  `json:"scenario"`
+	Side        string  `json:"side"`
+	Concurrency int     `json:"concurrency"`
+	Ops         int64   `json:"ops"`
+	OpsPerSec   float64 `json:"ops_per_sec"`
+	P50         float64 `json:"p50_ms"`
+	P99         float64 `json:"p99_ms"`
+	// First, Replays and Conflicts count how requests ended (raw: an
+	// insert that won, a read, —).
+	First     int64 `json:"first"`
+	Replays   int64 `json:"replays"`
+	Conflicts int64 `json:"conflicts"`
+	// Ratio is this side's ops/s over the raw side's in the same scenario
+	// and concurrency; 0 for the raw side itself.
+	Ratio float64 `json:"ratio,omitempty"`
+	// Error, when not empty, is why the cell failed; its figures are zero.
+	Error string `json:"error,omitempty"`
+}
+
+// Run measures opt.Store. The store must be reachable; everything the run
+// creates is dropped before Run returns, even when it fails. When some cells
+// fail (a store error under load), Run returns the report with those cells
+// marked and an error naming them.
+func Run(ctx context.Context, opt Options) (rep *Report, err error) {
+	if opt, err = opt.withDefaults(); err != nil {
+		return nil, err
+	}
+	d, err := storeopen.Parse(opt.Store)
+	if err != nil {
+		return nil, err
+	}
+	rep = &Report{Header: newHeader(d, opt)}
+	t, err := openTarget(ctx, opt.Store)
+	if err != nil {
+		return nil, err
+	}
+	rep.Header.Durability = t.durability
+	rep.Header.DurabilityNote = t.durabilityNote
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		err = errors.Join(err, t.raw.close(), t.cleanup(cctx))
+	}()
+	st, err := storeopen.Open(ctx, t.idemDSN, storeopen.Options{Migrate: true})
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	defer func() { err = errors.Join(err, st.Close()) }()
+	w, err := newWorkload(st, t.raw, opt.Payload)
+	if err != nil {
+		return nil, err
+	}
+	defer w.eng.Close()
+	defer w.cacheEng.Close()
+	pr := newProgress(opt)
+	var cellErrs []error
+	for _, sc := range opt.Scenarios {
+		if sc == ScenarioWaiters {
+			// Async first: its peak RSS is not inflated by the memory
+			// the goroutine run leaves to the runtime.
+			for _, mode := range []string{WaitersAsync, WaitersGoroutines} {
+				pr.line("waiters: %d %s callers on one key, held %s", opt.Waiters, mode, opt.Hold)
+				r, werr := runWaiters(ctx, st, mode, opt.Waiters, opt.Hold, w.payload)
+				if werr != nil {
+					if ctx.Err() != nil {
+						return nil, ctx.Err()
+					}
+					// Keep what was measured so far.
+					cellErrs = append(cellErrs, fmt.Errorf("bench: waiters (%s): %w", mode, werr))
+					continue
+				}
+				rep.Waiters = append(rep.Waiters, r)
+			}
+			continue
+		}
+		if err := runScenario(ctx, rep, w, sc, opt, pr, &cellErrs); err != nil {
+			return nil, err
+		}
+	}
+	pr.done()
+	rep.Header.LoadEnd = loadAvg()
+	return rep, errors.Join(cellErrs...)
+}
+
+func newHeader(d storeopen.DSN, opt Options) Header {
+	host, _ := os.Hostname()
+	return Header{Date: time.Now().UTC().Truncate(time.Second), Host: host, OS: runtime.GOOS, Arch: runtime.GOARCH,
+		CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadStart: loadAvg(), Store: d.Redacted(),
+		StoreOptions: storeOptions(d.Raw), Duration: opt.Duration, Payload: opt.Payload, Concurrency: opt.Concurrency}
+}
+
+func newWorkload(st idem.Store, raw rawStore, payload int) (*workload, error) {
+	eng, err := idem.New(st, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: -1}})
+	if err != nil {
+		return nil, err
+	}
+	cacheEng, err := idem.New(st, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: 32 << 20}})
+	if err != nil {
+		return nil, err
+	}
+	return &workload{raw: raw, eng: eng, cacheEng: cacheEng, payload: bytes.Repeat([]byte("x"), payload)}, nil
+}
+
+// sliceLen is how long one side runs before the next takes over.
+const sliceLen = 500 * time.Millisecond
+
+// runScenario runs one scenario's cells. At each concurrency the sides
+// (raw, idem, ...) each warm up for a tenth of opt.Duration, then take
+// turns in slices of about sliceLen until each has run opt.Duration, the
+// side going first rotating every round: drift on a shared machine over
+// the seconds of a cell (a checkpoint, a neighbour's burst) falls on every
+// side alike instead of on whichever ran at the time.
+func runScenario(ctx context.Context, rep *Report, w *workload, sc string, opt Options, pr *progress, cellErrs *[]error) error {
+	if sc == ScenarioReplay || sc == ScenarioMixed {
+		pr.line("recording %d keys for replays", replayKeys)
+		if err := w.prepare(ctx); err != nil {
+			return fmt.Errorf("bench: recording replay keys: %w", err)
+		}
+	}
+	rounds := max(1, int(opt.Duration/sliceLen))
+	slice := opt.Duration / time.Duration(rounds)
+	for _, c := range opt.Concurrency {
+		sides := sidesOf(sc)
+		ops := make([]op, len(sides))
+		seqs := make([]atomic.Int64, len(sides))
+		acc := make([]*cellResult, len(sides))
+		errs := make([]error, len(sides))
+		for i, side := range sides {
+			ops[i] = w.opFor(sc, side, fmt.Sprintf("%s%d-%s-", sc, len(rep.Cells)+i, side))
+			acc[i] = &cellResult{}
+		}
+		for r := -1; r < rounds; r++ {
+			for j := range sides {
+				i := (j + max(r, 0)) % len(sides)
+				if errs[i] != nil {
+					continue
+				}
+				d := slice
+				if r < 0 {
+					d = opt.Duration / 10 // warm-up, not counted
+					pr.start(sc, sides[i], c)
+				} else {
+					pr.line("%-7s c=%-4d round %d/%d: %s", sc, c, r+1, rounds, sides[i])
+				}
+				res, err := runFor(ctx, c, d, &seqs[i], ops[i])
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				if r >= 0 {
+					acc[i].add(res)
+				}
+			}
+		}
+		var rawRate float64
+		for i, side := range sides {
+			if err := errs[i]; err != nil {
+				// Keep what was measured; the report shows the failed cell.
+				err = fmt.Errorf("bench: %s %s c=%d: %w", sc, side, c, err)
+				rep.Cells = append(rep.Cells, Cell{Scenario: sc, Side: side, Concurrency: c, Error: err.Error()})
+				*cellErrs = append(*cellErrs, err)
+				continue
+			}
+			cell := toCell(sc, side, c, acc[i])
+			if side == sideRaw {
+				rawRate = cell.OpsPerSec
+			} else if rawRate > 0 {
+				cell.Ratio = cell.OpsPerSec / rawRate
+			}
+			pr.finish(cell)
+			rep.Cells = append(rep.Cells, cell)
+		}
+	}
+	return nil
+}
+
+func toCell(sc, side string, c int, r *cellResult) Cell {
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	return Cell{Scenario: sc, Side: side, Concurrency: c, Ops: r.ops,
+		OpsPerSec: float64(r.ops) / r.elapsed.Seconds(),
+		P50:       ms(r.hist.quantile(0.50)), P99: ms(r.hist.quantile(0.99)),
+		First: r.outcomes[outFirst], Replays: r.outcomes[outReplay], Conflicts: r.outcomes[outConflict]}
+}

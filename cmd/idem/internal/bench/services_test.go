@@ -1,0 +1,157 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idem/cmd/idem/internal/storeopen"
+	"github.com/idemkit/idem/internal/testenv"
+)
+
+// TestRunServices runs a short bench on each service and checks that it
+// left nothing behind: no scratch table, schema or key.
+func TestRunServices(t *testing.T) {
+	ctx := context.Background()
+	// Scratch objects of this run only: other bench runs may share the servers.
+	old := scratchPrefix
+	scratchPrefix = fmt.Sprintf("idem_bench_t%d_", time.Now().UnixNano()%1e9)
+	t.Cleanup(func() { scratchPrefix = old })
+	cases := map[string]struct {
+		dsn  func(t testing.TB) string
+		left func(t *testing.T) int
+	}{
+		"mysql": {
+			dsn: mysqlTestURL,
+			left: func(t *testing.T) int {
+				db, err := sql.Open("mysql", testenv.MySQL.URL())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer db.Close()
+				var n int
+				if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables WHERE table_name LIKE ?`, likePrefix()).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			},
+		},
+		"postgres": {
+			dsn: testenv.Postgres.Need,
+			left: func(t *testing.T) int {
+				c, err := pgx.Connect(ctx, testenv.Postgres.URL())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close(ctx)
+				var n int
+				if err := c.QueryRow(ctx, `SELECT COUNT(*) FROM pg_namespace WHERE nspname LIKE $1`, likePrefix()).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			},
+		},
+		"redis": {
+			dsn: testenv.Redis.Need,
+			left: func(t *testing.T) int {
+				o, _ := redis.ParseURL(testenv.Redis.URL())
+				c := redis.NewClient(o)
+				defer c.Close()
+				keys, _, err := c.Scan(ctx, 0, scratchPrefix+"*", 100000).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return len(keys)
+			},
+		},
+		// A path names database 0, the only one a Cluster has.
+		"redis+cluster": {
+			dsn: func(t testing.TB) string { return "redis+cluster://" + testenv.RedisCluster.Need(t) + "/0" },
+			left: func(t *testing.T) int {
+				d, err := storeopen.Parse("redis+cluster://" + testenv.RedisCluster.URL())
+				if err != nil {
+					t.Fatal(err)
+				}
+				c, err := storeopen.RedisClient(d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				var mu sync.Mutex
+				n := 0
+				err = c.(*redis.ClusterClient).ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+					keys, _, err := m.Scan(ctx, 0, scratchPrefix+"*", 100000).Result()
+					mu.Lock()
+					n += len(keys)
+					mu.Unlock()
+					return err
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			},
+		},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			dsn := c.dsn(t)
+			rep, err := Run(ctx, Options{Store: dsn, Concurrency: []int{4}, Duration: 30 * time.Millisecond,
+				Scenarios: []string{ScenarioFirst, ScenarioReplay, ScenarioWaiters}, Waiters: 50, Hold: 20 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Cells) != 5 || len(rep.Waiters) != 2 || rep.Waiters[0].Replayed != 50 || rep.Waiters[1].Replayed != 50 {
+				t.Fatalf("report: %d cells, waiters %+v", len(rep.Cells), rep.Waiters)
+			}
+			if rep.Header.Durability == "" || strings.Contains(rep.Header.Durability, "?") {
+				t.Errorf("durability not read from the server: %q", rep.Header.Durability)
+			}
+			if n := c.left(t); n != 0 {
+				t.Fatalf("%d scratch objects left behind", n)
+			}
+		})
+	}
+}
+
+// TestRedisRawClient: the raw baseline's client is configured from the DSN
+// as idem's store's client is: every node of a Cluster DSN with a path,
+// and go-redis's parameters.
+func TestRedisRawClient(t *testing.T) {
+	nodes := testenv.RedisCluster.Need(t)
+	d, err := storeopen.Parse("redis+cluster://" + nodes + "/0?pool_size=3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := openRedisTarget(context.Background(), d, scratchName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := tg.raw.(*redisRaw).c
+	t.Cleanup(func() { _ = tg.cleanup(context.Background()) })
+	o := c.(*redis.ClusterClient).Options()
+	if strings.Join(o.Addrs, ",") != nodes || o.PoolSize != 3 {
+		t.Fatalf("raw client: nodes %v, pool size %d; want %s, 3", o.Addrs, o.PoolSize, nodes)
+	}
+}
+
+// mysqlTestURL returns the test server (IDEM_TEST_MYSQL, a go-sql-driver
+// DSN) as the mysql:// DSN the bench takes.
+func mysqlTestURL(t testing.TB) string {
+	t.Helper()
+	dsn, err := storeopen.MySQLURL(testenv.MySQL.Need(t))
+	if err != nil {
+		t.Fatalf("%s: %v", testenv.MySQL.Env, err)
+	}
+	return dsn
+}
+
+// likePrefix is scratchPrefix as a LIKE pattern matching what it starts.
+func likePrefix() string { return strings.ReplaceAll(scratchPrefix, "_", `\_`) + "%" }

@@ -1,0 +1,69 @@
+package storeopen
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem/sqlitestore"
+)
+
+func TestSQLiteOptions(t *testing.T) {
+	t.Parallel()
+	good := map[string]sqliteDSN{
+		"a.db":                           {path: "a.db"},
+		"a.db?sync=normal":               {path: "a.db", sync: "normal"},
+		"a.db?batch=2ms":                 {path: "a.db", batch: batchParams{window: 2 * time.Millisecond}},
+		"/x/a.db?batch=1ms&batch_size=9": {path: "/x/a.db", batch: batchParams{window: time.Millisecond, size: 9}},
+	}
+	for in, want := range good {
+		if got, err := parseSQLite(in); err != nil || got != want {
+			t.Errorf("parseSQLite(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+		if _, err := Parse("sqlite://" + in); err != nil {
+			t.Errorf("Parse(sqlite://%s): %v", in, err)
+		}
+	}
+	for _, in := range []string{"a.db?mode=ro", "a.db?batch=fast", "a.db?batch=-1ms",
+		"a.db?batch=1ms&batch_size=0", "a.db?batch_size=5", "?batch=1ms", "a.db#x"} {
+		if _, err := Parse("sqlite://" + in); err == nil {
+			t.Errorf("Parse(sqlite://%s) succeeded, want error", in)
+		}
+	}
+}
+
+func TestSQLiteOpenPassesOptions(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "b.db")
+	st, err := Open(context.Background(), "sqlite://"+path+"?batch=3ms&batch_size=7&sync=normal", Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	cfg := st.(*sqlitestore.Store).Config()
+	if st.(*sqlitestore.Store).Path() != path || cfg.Synchronous != "NORMAL" || cfg.Batch != (sqlitestore.Batch{Window: 3 * time.Millisecond, MaxSize: 7}) {
+		t.Fatalf("config %+v", cfg)
+	}
+	if _, err := Open(context.Background(), "sqlite://"+path+"?batch=5s", Options{}); err == nil {
+		t.Fatal("a 5s window was accepted")
+	}
+}
+
+func TestPostgresBatchParams(t *testing.T) {
+	t.Parallel()
+	dsn, cfg, err := parsePostgres("postgres://u@h/db?sslmode=disable&batch=2ms&batch_size=64&schema=s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(dsn, "batch") || strings.Contains(dsn, "schema") || !strings.Contains(dsn, "sslmode=disable") {
+		t.Errorf("pgx DSN %q", dsn)
+	}
+	if cfg.Schema != "s" || cfg.Batch.Window != 2*time.Millisecond || cfg.Batch.MaxSize != 64 {
+		t.Errorf("config %+v", cfg)
+	}
+	if _, err := Parse("postgres://u@h/db?batch=soon"); err == nil {
+		t.Error("Parse accepted batch=soon")
+	}
+}

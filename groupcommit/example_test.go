@@ -1,0 +1,19 @@
+package groupcommit_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/idemkit/idem/groupcommit"
+)
+
+// A store's Config.Batch is a groupcommit.Config: the zero value leaves
+// every write its own transaction; a window turns batching on, with
+// MaxSize defaulting to DefaultSize. For example
+// pgstore.Config{Batch: groupcommit.Config{Window: 2 * time.Millisecond}}.
+func ExampleConfig() {
+	off := groupcommit.Config{}
+	on := groupcommit.Config{Window: 2 * time.Millisecond, MaxSize: 64}
+	fmt.Println(off.On(), on.On(), on.Window <= groupcommit.MaxWindow && on.MaxSize <= groupcommit.MaxSize)
+	// Output: false true true
+}

@@ -1,0 +1,40 @@
+package listorder_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/listorder"
+)
+
+func TestCompare(t *testing.T) {
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	ordered := []idem.Cursor{
+		{CreatedAt: t0, Scope: "a", Key: "z"},
+		{CreatedAt: t0, Scope: "b", Key: "a"},
+		{CreatedAt: t0, Scope: "b", Key: "b"},
+		{CreatedAt: t0.Add(time.Microsecond), Scope: "a", Key: "a"},
+	}
+	for i, a := range ordered {
+		for j, b := range ordered {
+			if got, want := listorder.Compare(a, b), compareInts(i, j); got != want {
+				t.Errorf("Compare(%v, %v) = %d, want %d", a, b, got, want)
+			}
+		}
+	}
+	r := &idem.Record{CreatedAt: t0, Scope: "b", Key: "a"}
+	if !listorder.After(r, nil) || !listorder.After(r, &ordered[0]) || listorder.After(r, &ordered[1]) {
+		t.Error("After disagrees with Compare")
+	}
+}
+
+func compareInts(i, j int) int {
+	switch {
+	case i < j:
+		return -1
+	case i > j:
+		return 1
+	}
+	return 0
+}
