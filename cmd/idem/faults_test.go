@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -177,26 +178,36 @@ func newFaultClient(h *history.History, timeout time.Duration) *faultClient {
 
 // call sends one POST for key and records what came back.
 func (c *faultClient) call(u, key, body string) history.Kind {
+	k, _ := c.send(u, key, body)
+	return k
+}
+
+// send is call that also returns the answer's Retry-After (0 without one).
+func (c *faultClient) send(u, key, body string) (history.Kind, time.Duration) {
 	c.h.Invoke(key)
 	req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(body))
 	if err != nil {
 		c.h.Indeterminate(key, 0, err.Error())
-		return history.Indeterminate
+		return history.Indeterminate, 0
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(idemhttp.HeaderName, `"`+key+`"`)
 	res, err := c.c.Do(req)
 	if err != nil {
 		c.h.Indeterminate(key, 0, err.Error())
-		return history.Indeterminate
+		return history.Indeterminate, 0
 	}
 	defer res.Body.Close()
+	retryAfter := time.Duration(0)
+	if s, err := strconv.Atoi(res.Header.Get("Retry-After")); err == nil {
+		retryAfter = time.Duration(s) * time.Second
+	}
 	b, err := io.ReadAll(res.Body)
 	if err != nil {
 		c.h.Indeterminate(key, res.StatusCode, "reading the body: "+err.Error())
-		return history.Indeterminate
+		return history.Indeterminate, retryAfter
 	}
-	return c.record(key, res, b)
+	return c.record(key, res, b), retryAfter
 }
 
 // record classifies an answer: idem's problems that say the call did
@@ -231,14 +242,20 @@ func problemType(res *http.Response, b []byte) string {
 }
 
 // untilAnswered calls until a complete answer comes, at most attempts
-// times, pause apart: a client retrying 503 and 409 with the same key and
-// body.
+// times: a client retrying 503 and 409 with the same key and body, as SDKs
+// do — after the answer's Retry-After when it has one, else after a
+// backoff from pause doubling to 2 s, with jitter so that a crowd of
+// clients does not retry in step.
 func (c *faultClient) untilAnswered(u, key, body string, attempts int, pause time.Duration) bool {
 	for i := 0; i < attempts; i++ {
-		if c.call(u, key, body) == history.OK {
+		k, wait := c.send(u, key, body)
+		if k == history.OK {
 			return true
 		}
-		time.Sleep(pause)
+		if wait == 0 {
+			wait = min(pause<<min(i, 4), 2*time.Second)
+		}
+		time.Sleep(wait/2 + rand.N(wait/2+1))
 	}
 	return false
 }
@@ -519,7 +536,7 @@ func TestFaultStoreDown2s(t *testing.T) {
 		for i := range keys {
 			key := fmt.Sprintf("outage-%03d", i)
 			wg.Go(func() {
-				c.untilAnswered(up.keyURL(p, key), key, `{"amount":`+strconv.Itoa(i)+`}`, 120, 250*time.Millisecond)
+				c.untilAnswered(up.keyURL(p, key), key, `{"amount":`+strconv.Itoa(i)+`}`, 40, 250*time.Millisecond)
 			})
 		}
 		up.awaitArrivals(t, keys/4)
