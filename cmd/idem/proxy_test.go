@@ -40,6 +40,8 @@ func TestProxyReplayAndPassThrough(t *testing.T) {
 			case "/boom":
 				w.WriteHeader(http.StatusInternalServerError)
 			case "/busy":
+				w.WriteHeader(http.StatusTooManyRequests)
+			case "/unavailable":
 				w.WriteHeader(http.StatusServiceUnavailable)
 			default:
 				w.Header().Set("Set-Cookie", "s=1")
@@ -59,13 +61,18 @@ func TestProxyReplayAndPassThrough(t *testing.T) {
 			t.Fatalf("upstream saw %d charges, want 1", n)
 		}
 		wantCode(t, send(t, "POST", p.url("/charges"), `"c1"`, `{"amount":6}`), 422, "key-mismatch")
-		// 5xx is recorded and replayed; 503 (a release status) is not.
+		// 5xx is recorded and replayed, 503 included (a gateway may answer
+		// it after the upstream applied the request); 429, the default
+		// release status, is not.
 		send(t, "POST", p.url("/boom"), `"b1"`, `{}`)
 		wantCode(t, send(t, "POST", p.url("/boom"), `"b1"`, `{}`), 500, "")
+		send(t, "POST", p.url("/unavailable"), `"u1"`, `{}`)
+		wantCode(t, send(t, "POST", p.url("/unavailable"), `"u1"`, `{}`), 503, "")
 		send(t, "POST", p.url("/busy"), `"s1"`, `{}`)
 		send(t, "POST", p.url("/busy"), `"s1"`, `{}`)
-		if up.count("/boom") != 1 || up.count("/busy") != 2 {
-			t.Fatalf("upstream saw /boom %d times (want 1), /busy %d times (want 2)", up.count("/boom"), up.count("/busy"))
+		if up.count("/boom") != 1 || up.count("/unavailable") != 1 || up.count("/busy") != 2 {
+			t.Fatalf("upstream saw /boom %d times (want 1), /unavailable %d (want 1), /busy %d times (want 2)",
+				up.count("/boom"), up.count("/unavailable"), up.count("/busy"))
 		}
 		// GET passes through untouched, key or not.
 		send(t, "GET", p.url("/charges"), `"c1"`, "")
