@@ -13,7 +13,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -38,6 +37,7 @@ import (
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/internal/history"
 	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/internal/rawhttp"
 	"github.com/idemkit/idem/internal/testenv"
 )
 
@@ -260,23 +260,29 @@ func (c *faultClient) untilAnswered(u, key, body string, attempts int, pause tim
 	return false
 }
 
-// finalStates reads every record's state with idem list.
+// finalStates reads every record's state with idem list. It reads the
+// table, not --json, which carries each recorded body (8 MB ones take
+// seconds to print).
 func finalStates(t *testing.T, dsn string) map[string]string {
 	t.Helper()
-	out, errOut, code := cli(t, "list", "--store", dsn, "--json", "--limit", "0", "--spool", "")
+	out, errOut, code := cli(t, "list", "--store", dsn, "--limit", "0", "--spool", "")
 	if code != 0 {
 		t.Fatalf("idem list: exit %d\n%s", code, errOut)
 	}
 	states := map[string]string{}
-	dec := json.NewDecoder(strings.NewReader(out))
-	for {
-		var r struct{ Key, State string }
-		if err := dec.Decode(&r); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("idem list --json: %v\n%s", err, out)
+	lines := strings.Split(out, "\n")
+	if len(lines) == 0 || !strings.HasPrefix(lines[0], "KEY ") {
+		t.Fatalf("idem list: no table header:\n%s", out)
+	}
+	for _, line := range lines[1:] {
+		f := strings.Fields(line) // KEY SCOPE STATE …; keys and scopes here hold no spaces
+		if len(f) == 0 {
+			break // the spooled outcomes follow an empty line
 		}
-		states[r.Key] = r.State
+		if len(f) < 3 {
+			t.Fatalf("idem list: unexpected line %q", line)
+		}
+		states[f[0]] = f[2]
 	}
 	return states
 }
@@ -346,6 +352,97 @@ func TestFaultClientTimeout(t *testing.T) {
 			if op.Kind == history.OK && !op.Replayed {
 				t.Errorf("%s: the retry was answered as a first call, want a replay", op.Key)
 			}
+		}
+	})
+}
+
+// TestFaultClientNeverReads: the client sends its request and never reads
+// the 8 MB answer, then resets the connection. The record is succeeded
+// (it does not wait for the client) and a retry replays the whole body.
+func TestFaultClientNeverReads(t *testing.T) {
+	forEachFaultStore(t, func(t *testing.T, dsn string) {
+		const size = 8 << 20
+		big := make([]byte, size)
+		for i := range big {
+			big[i] = 'a' + byte(i%26)
+		}
+		up := newFaultUpstream(t, func(w http.ResponseWriter, r *http.Request, key string) bool {
+			return answer(w, http.StatusCreated, big)
+		})
+		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--max-response", strconv.Itoa(2*size))
+		const key = "never-reads"
+		var h history.History
+		h.Invoke(key)
+		body := `{"amount":5}`
+		c := rawhttp.Post(t, p.addr, "/k/"+key, `"`+key+`"`, body, -1)
+		_ = c.SetReadBuffer(4096) // keep the proxy's writes from landing in our buffers
+		finished := up.awaitDone(key, 10*time.Second)
+		state := awaitDecided(t, dsn, key, 10*time.Second)
+		t.Logf("while the client did not read: upstream finished %v, record %s", finished, state)
+		rawhttp.Reset(t, c)
+		h.Indeterminate(key, 0, "reset without reading")
+		if state != "succeeded" {
+			t.Errorf("record %q while the client did not read, want succeeded (recorded before the client is written to)", state)
+		}
+		newFaultClient(&h, 20*time.Second).untilAnswered(up.keyURL(p, key), key, body, 20, 100*time.Millisecond)
+		r := checkHistory(t, "client never reads 8 MB, then resets", &h, up, dsn)
+		wantAllAnswered(t, r)
+	})
+}
+
+// awaitDecided polls the record of key until it is no longer in_progress
+// or d passes, and returns its state ("" when there is none).
+func awaitDecided(t *testing.T, dsn, key string, d time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		st := finalStates(t, dsn)[key]
+		if st != "in_progress" && st != "" || time.Now().After(deadline) {
+			return st
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestFaultClientHalfCloseBeforeClaim: the client sends its headers and
+// part of the body, then half-closes its side of the connection. The
+// request cannot be fingerprinted, so nothing is claimed: the answer is
+// 499 request-cancelled (not 503 store-unavailable), there is no record,
+// the upstream saw nothing, and a full retry with the key runs once.
+func TestFaultClientHalfCloseBeforeClaim(t *testing.T) {
+	forEachFaultStore(t, func(t *testing.T, dsn string) {
+		up := newFaultUpstream(t, func(w http.ResponseWriter, r *http.Request, key string) bool {
+			return answer(w, http.StatusCreated, bodyFor(key))
+		})
+		p := startProxy(t, "--upstream", up.URL, "--store", dsn)
+		const key = "half-close"
+		var h history.History
+		h.Invoke(key)
+		c := rawhttp.Post(t, p.addr, "/k/"+key, `"`+key+`"`, `{"amount":`, 100) // 10 of 100 bytes
+		if err := c.CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("no answer after the half-close: %v", err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		fc := newFaultClient(&h, 10*time.Second)
+		if k := fc.record(key, res, b); k != history.Fail || res.StatusCode != idemhttp.StatusClientClosedRequest || problemType(res, b) != idemhttp.TypeRequestCancelled {
+			t.Errorf("half-closed request: %s %d %s; want fail, 499 request-cancelled", k, res.StatusCode, b)
+		}
+		if st, ok := finalStates(t, dsn)[key]; ok {
+			t.Errorf("record %s after a request cut before its claim; want none", st)
+		}
+		if k := fc.call(up.keyURL(p, key), key, `{"amount":5}`); k != history.OK {
+			t.Errorf("full retry: %s, want the first answer", k)
+		}
+		r := checkHistory(t, "client half-closes before the claim", &h, up, dsn)
+		wantAllAnswered(t, r)
+		if ops := h.Ops(); ops[len(ops)-1].Replayed {
+			t.Errorf("the retry was a replay: something was recorded for the half-closed request")
 		}
 	})
 }
