@@ -403,7 +403,7 @@ func (c *call) clientGone(req *idem.Request, err error) {
 	case errors.Is(err, idem.ErrUnknownOutcome):
 		outcome = "unknown"
 	case err != nil:
-		outcome = "not recorded: " + err.Error()
+		outcome = "not recorded" // the error is logged above
 	}
 	c.m.cfg.Logger.Info("idemhttp: the client went away before its response reached it", "operation", req.Operation, "outcome", outcome)
 	c.m.obs.Observe(c.r.Context(), idem.Event{Kind: idem.EventClientGone, Operation: req.Operation, Scope: req.Scope, Key: string(req.Key)})

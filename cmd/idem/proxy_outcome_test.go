@@ -165,3 +165,54 @@ func TestProxyStalledBodyIsUnknown(t *testing.T) {
 		wantRetryUnknown(t, p, up)
 	})
 }
+
+// A client that resets its connection while the upstream works: the
+// upstream call goes on, its response is recorded and replayed, and the
+// client's leaving is counted, not turned into unknown.
+func TestProxyClientResetDuringUpstream(t *testing.T) {
+	forEachProxyStore(t, func(t *testing.T, dsn string) {
+		proceed := make(chan struct{})
+		up := newTestUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			<-proceed
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"refund":"re_1"}`))
+		})
+		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--admin", "127.0.0.1:0", "--in-flight", "wait", "--wait", "20s")
+		c := rawhttp.Post(t, p.addr, "/x", `"k"`, `{}`, -1)
+		<-up.arrived
+		rawhttp.Reset(t, c)
+		metricsHas(t, p, `idem_in_flight{operation="POST"} 1`)
+		close(proceed)
+		metricsHas(t, p, `idem_client_gone_total{operation="POST"} 1`)
+		r := send(t, "POST", p.url("/x"), `"k"`, `{}`)
+		wantCode(t, r, http.StatusCreated, "")
+		if r.body != `{"refund":"re_1"}` || r.header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("retry: %q %v", r.body, r.header)
+		}
+		if n := up.count("/x"); n != 1 {
+			t.Fatalf("upstream saw %d requests, want 1", n)
+		}
+	})
+}
+
+// An upstream that answers a protected request with 101 Switching
+// Protocols: the outcome is unknown (504, then 409), never an empty 200.
+func TestProxyUpstreamSwitchingProtocolsIsUnknown(t *testing.T) {
+	t.Parallel()
+	up := newTestUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = conn.Write([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"))
+		_, _ = io.Copy(io.Discard, conn) // until the proxy lets go
+	})
+	p := startProxy(t, "--upstream", up.URL, "--store", "memory://")
+	r := send(t, "POST", p.url("/x"), `"k"`, `{}`)
+	wantCode(t, r, http.StatusGatewayTimeout, "upstream-timeout")
+	if !strings.Contains(r.body, "101") {
+		t.Errorf("problem does not name the 101: %s", r.body)
+	}
+	wantRetryUnknown(t, p, up)
+}
