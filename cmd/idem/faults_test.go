@@ -436,6 +436,9 @@ func TestFaultClientHalfCloseBeforeClaim(t *testing.T) {
 		if st, ok := finalStates(t, dsn)[key]; ok {
 			t.Errorf("record %s after a request cut before its claim; want none", st)
 		}
+		if n := up.total(); n != 0 {
+			t.Errorf("the upstream saw %d requests after the half-close; want none", n)
+		}
 		if k := fc.call(up.keyURL(p, key), key, `{"amount":5}`); k != history.OK {
 			t.Errorf("full retry: %s, want the first answer", k)
 		}
