@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/idemkit/idem"
 )
 
 // Default limits.
@@ -60,6 +62,15 @@ type Config struct {
 	// unknown first. http.ErrAbortHandler always propagates. Defaults to
 	// false: the panic reaches the surrounding stack.
 	RecoverPanics bool
+	// Intent, when set, adds business fields to the intent journal
+	// written with each claim, before the handler runs: the amount and
+	// currency reconciliation compares with the provider's settlement,
+	// the counterparty, the key forwarded to the provider, other Fields.
+	// It gets the request and its body (read-only) and is called only when
+	// a claim is written, never on a replay. Operation is the rule's and
+	// Fields holds the body's digests; Origin is set by the middleware
+	// after the hook. Defaults to none.
+	Intent func(r *http.Request, body []byte, in *idem.Intent)
 	// Logger receives errors that cannot be reported to the client (an
 	// outcome that could not be recorded after the response was sent).
 	// Defaults to the engine's logger.

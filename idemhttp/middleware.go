@@ -345,6 +345,10 @@ type call struct {
 // claim names the operation and holds the body's per-member digests.
 func (c *call) BuildIntent() *idem.Intent {
 	c.intent.Fields = c.in.intentFields()
+	if c.m.cfg.Intent != nil {
+		c.m.cfg.Intent(c.r, c.in.body, &c.intent)
+	}
+	c.intent.Origin = Origin
 	return &c.intent
 }
 
