@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -46,6 +47,12 @@ type Engine struct {
 	spoolDone chan struct{}
 	// sync holds the offset to the store's clock (see clock.go).
 	sync *clockSync
+	// abandoning counts the background clean-ups of claims whose answer
+	// was lost while the store did not answer (see abandonClaim); Close
+	// ends them (stopAbandon) and waits.
+	abandoning  sync.WaitGroup
+	abandonCtx  context.Context
+	stopAbandon context.CancelFunc
 }
 
 // New returns an engine over store. It is [NewContext] with a context that
@@ -83,6 +90,7 @@ func NewContext(ctx context.Context, store Store, cfg Config) (*Engine, error) {
 	}
 	e.cacheOnFinish = e.cache != nil && !processLocal(store)
 	e.flights.init(e)
+	e.abandonCtx, e.stopAbandon = context.WithCancel(context.Background())
 	if cfg.Spool != nil {
 		var sctx context.Context
 		sctx, e.stopSpool = context.WithCancel(context.Background())
@@ -127,6 +135,10 @@ func (e *Engine) Close() error {
 	if e.stopSpool != nil {
 		e.stopSpool()
 		<-e.spoolDone
+	}
+	if e.stopAbandon != nil {
+		e.stopAbandon()
+		e.abandoning.Wait()
 	}
 	return nil
 }
@@ -561,10 +573,33 @@ func (e *Engine) finishFailed(err error) (Result, Outcome, error) {
 
 // abandonClaim cleans up after a claim whose answer was lost: if the claim
 // did commit under our attempt id, no effect has run, so releasing is true.
+// A claim cut off by a store outage is the common case, and then the store
+// does not answer the clean-up either: rather than leave a claim with no
+// effect behind it (in_progress, so retries get 409, then unknown after
+// its lease), the clean-up goes on in the background, retried with
+// backoff for FinishTimeout like an outcome write, while the caller gets
+// its answer at once.
 func (e *Engine) abandonClaim(ctx context.Context, req *Request, attemptID string) {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.FinishTimeout)
-	defer cancel()
 	rec, err := e.store.Get(fctx, req.Scope, string(req.Key))
+	if err != nil && retryable(fctx, err) && e.abandonCtx != nil {
+		e.abandoning.Add(1)
+		stop := context.AfterFunc(e.abandonCtx, cancel) // Close ends it
+		go func() {
+			defer e.abandoning.Done()
+			defer stop()
+			defer cancel()
+			err := e.retryFinishing(fctx, "get", func() (err error) {
+				rec, err = e.store.Get(fctx, req.Scope, string(req.Key))
+				return err
+			})
+			if err == nil && rec.AttemptID == attemptID && rec.State == StateInProgress {
+				_ = e.release(fctx, *rec)
+			}
+		}()
+		return
+	}
+	defer cancel()
 	if err != nil || rec.AttemptID != attemptID || rec.State != StateInProgress {
 		return
 	}

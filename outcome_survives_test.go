@@ -385,3 +385,59 @@ func TestCallerGoneBeforeTheClaimIsNotAStoreError(t *testing.T) {
 		t.Fatalf("store events %v; want the claim reported with context.Canceled", storeErrs)
 	}
 }
+
+// lostClaimStore commits every claim and loses its answer, the way a
+// connection cut by a store outage does, and then fails the next getDown
+// reads and claims (the store is still away when the engine looks).
+type lostClaimStore struct {
+	*memstore.Store
+	getDown atomic.Int64
+	lost    atomic.Bool
+}
+
+func (s *lostClaimStore) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult, error) {
+	if s.lost.CompareAndSwap(false, true) {
+		_, _ = s.Store.Claim(ctx, p)
+		return idem.ClaimResult{}, errStoreDown // committed, answer lost
+	}
+	if s.getDown.Load() > 0 {
+		return idem.ClaimResult{}, errStoreDown // the engine's own retries
+	}
+	return s.Store.Claim(ctx, p)
+}
+
+func (s *lostClaimStore) Get(ctx context.Context, scope, key string) (*idem.Record, error) {
+	if s.getDown.Add(-1) >= 0 {
+		return nil, errStoreDown
+	}
+	return s.Store.Get(ctx, scope, key)
+}
+
+// TestLostClaimReleasedWhenTheStoreReturns: a claim whose answer was lost
+// in an outage, with the store still away when the engine looks, is
+// released once the store answers (no effect ran), so the retry runs the
+// effect instead of getting 409 until the lease makes it unknown.
+func TestLostClaimReleasedWhenTheStoreReturns(t *testing.T) {
+	st := &lostClaimStore{Store: memstore.New()}
+	st.getDown.Store(4)
+	e := newEngine(t, st, idem.Config{FinishTimeout: 10 * time.Second})
+	runs := 0
+	h := func(context.Context, *idem.Attempt) ([]byte, error) { runs++; return []byte("v"), nil }
+	if _, err := e.DoBytes(context.Background(), idem.Request{Key: "k"}, h); !errors.Is(err, idem.ErrStoreUnavailable) {
+		t.Fatalf("DoBytes with the claim's answer lost = %v; want ErrStoreUnavailable", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rec, err := st.Store.Get(context.Background(), "", "k")
+		if errors.Is(err, idem.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lost claim was never released: %+v, %v", rec, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r, err := e.DoBytes(context.Background(), idem.Request{Key: "k"}, h); err != nil || r.Replayed || runs != 1 {
+		t.Fatalf("retry = %+v, %v, %d runs; want the effect run once, now", r, err, runs)
+	}
+}
