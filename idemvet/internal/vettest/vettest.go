@@ -29,7 +29,9 @@ type recorder struct {
 	errs []string
 }
 
-func (r *recorder) Errorf(format string, args ...any) { r.errs = append(r.errs, fmt.Sprintf(format, args...)) }
+func (r *recorder) Errorf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
 
 var wantRE = regexp.MustCompile("want [\"`](.*)[\"`]")
 

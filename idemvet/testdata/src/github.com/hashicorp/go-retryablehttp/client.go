@@ -17,7 +17,7 @@ func NewRequest(method, url string, body any) (*Request, error) { return nil, ni
 func NewRequestWithContext(ctx context.Context, method, url string, body any) (*Request, error) {
 	return nil, nil
 }
-func (c *Client) Do(r *Request) (*http.Response, error)                  { return nil, nil }
-func (c *Client) Post(url, ct string, body any) (*http.Response, error)  { return nil, nil }
-func (c *Client) Get(url string) (*http.Response, error)                 { return nil, nil }
-func Post(url, ct string, body any) (*http.Response, error)              { return nil, nil }
+func (c *Client) Do(r *Request) (*http.Response, error)                 { return nil, nil }
+func (c *Client) Post(url, ct string, body any) (*http.Response, error) { return nil, nil }
+func (c *Client) Get(url string) (*http.Response, error)                { return nil, nil }
+func Post(url, ct string, body any) (*http.Response, error)             { return nil, nil }

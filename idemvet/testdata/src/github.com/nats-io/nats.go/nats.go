@@ -19,9 +19,9 @@ type Msg struct{}
 type MsgHandler func(*Msg)
 type SubOpt interface{}
 
-func MaxDeliver(n int) SubOpt         { return nil }
-func AckWait(d time.Duration) SubOpt  { return nil }
-func Durable(name string) SubOpt      { return nil }
+func MaxDeliver(n int) SubOpt        { return nil }
+func AckWait(d time.Duration) SubOpt { return nil }
+func Durable(name string) SubOpt     { return nil }
 
 type ConsumerConfig struct {
 	Durable    string

@@ -7,7 +7,7 @@ type Channel struct{}
 type Queue struct{}
 type Delivery struct{}
 
-func Dial(url string) (*Connection, error)   { return nil, nil }
+func Dial(url string) (*Connection, error)       { return nil, nil }
 func (c *Connection) Channel() (*Channel, error) { return nil, nil }
 
 func (ch *Channel) QueueDeclare(name string, durable, autoDelete, exclusive, noWait bool, args Table) (Queue, error) {

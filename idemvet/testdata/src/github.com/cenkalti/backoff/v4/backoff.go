@@ -10,5 +10,5 @@ func NewExponentialBackOff() *ExponentialBackOff { return nil }
 
 type Operation func() error
 
-func Retry(o Operation, b BackOff) error                          { return nil }
+func Retry(o Operation, b BackOff) error                           { return nil }
 func RetryNotify(o Operation, b BackOff, n func(error, int)) error { return nil }

@@ -1,0 +1,82 @@
+package checkthenact
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/redis/go-redis/v9"
+)
+
+// The field guide's correct code: the INSERT under a unique constraint is
+// the claim, the effect comes after it.
+func claimFirst(ctx context.Context, db *sql.DB, key string) error {
+	if _, err := db.ExecContext(ctx, "INSERT INTO idempotency_keys (key, state) VALUES ($1, 'in_progress')", key); err != nil {
+		return err // a duplicate: never re-charge
+	}
+	if err := charge(ctx, 5000); err != nil {
+		return err
+	}
+	_, err := db.ExecContext(ctx, "UPDATE idempotency_keys SET state = 'succeeded' WHERE key = $1", key)
+	return err
+}
+
+// SET NX is a claim.
+func setNX(ctx context.Context, rdb *redis.Client, m Msg) {
+	if !rdb.SetNX(ctx, "seen:"+m.ID, 1, 24*time.Hour).Val() {
+		return
+	}
+	sendEmail("e@example.com")
+}
+
+// The README's idem.Do.
+func withDo(ctx context.Context, e *idem.Engine, key idem.Key) error {
+	_, _, err := idem.Do(ctx, e, idem.Request{Key: key}, func(ctx context.Context, a *idem.Attempt) (int, error) {
+		return 0, charge(ctx, 5000)
+	})
+	return err
+}
+
+// A read that guards nothing it inserts: a lookup for display.
+func lookupOnly(ctx context.Context, s Store, key string) (string, error) {
+	ok, err := s.Exists(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", errors.New("not found")
+	}
+	sendEmail("f@example.com")
+	return "found", nil
+}
+
+// Insert first (a claim under the table's unique key), then the effect.
+func insertThenEffect(ctx context.Context, s Store, key string) error {
+	if ok, _ := s.Exists(ctx, key); ok {
+		return nil
+	}
+	if err := s.Insert(ctx, key); err != nil {
+		return err
+	}
+	return charge(ctx, 1)
+}
+
+// Check and insert of different keys.
+func otherKey(ctx context.Context, s Store, a, b string) {
+	if s.IsProcessed(a) {
+		return
+	}
+	sendEmail("g@example.com")
+	s.MarkProcessed(b)
+}
+
+// Only pure work between the check and the insert.
+func noEffect(ctx context.Context, s Store, key string) error {
+	if ok, _ := s.Exists(ctx, key); ok {
+		return errors.New("duplicate")
+	}
+	_ = time.Now()
+	return s.Insert(ctx, key)
+}
