@@ -29,3 +29,9 @@ type ConsumerConfig struct {
 	MaxDeliver int
 	BackOff    []time.Duration
 }
+
+type StreamConfig struct {
+	Name     string
+	Subjects []string
+	MaxAge   time.Duration
+}
