@@ -33,7 +33,9 @@ func (r *recorder) Errorf(format string, args ...any) {
 	r.errs = append(r.errs, fmt.Sprintf(format, args...))
 }
 
-var wantRE = regexp.MustCompile("want [\"`](.*)[\"`]")
+// wantRE matches `want "re"` (a finding on this line) and `want-next
+// "re"` (on the next line, for a line that cannot carry a marker).
+var wantRE = regexp.MustCompile("want(-next)? [\"`](.*)[\"`]")
 
 // Run runs a over the testdata packages and checks the `// want`
 // expectations of Go files and the `want` markers of other files.
@@ -75,12 +77,15 @@ func Run(t *testing.T, a *analysis.Analyzer, pkgs ...string) []*analysistest.Res
 				return nil
 			}
 			for i, line := range strings.Split(string(b), "\n") {
-				k := lineKey{path, i + 1}
 				m := wantRE.FindStringSubmatch(line)
 				if m == nil {
 					continue
 				}
-				re, err := regexp.Compile(m[1])
+				k := lineKey{path, i + 1}
+				if m[1] != "" {
+					k.line++
+				}
+				re, err := regexp.Compile(m[2])
 				if err != nil {
 					t.Errorf("%s:%d: bad want regexp: %v", path, i+1, err)
 					continue
@@ -93,7 +98,7 @@ func Run(t *testing.T, a *analysis.Analyzer, pkgs ...string) []*analysistest.Res
 					}
 				}
 				if matched < 0 {
-					t.Errorf("%s:%d: no diagnostic matching %q (got %q)", path, i+1, m[1], got[k])
+					t.Errorf("%s:%d: no diagnostic matching %q (got %q)", path, k.line, m[2], got[k])
 					continue
 				}
 				got[k] = append(got[k][:matched], got[k][matched+1:]...)
