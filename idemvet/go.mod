@@ -7,4 +7,5 @@ require golang.org/x/tools v0.52.0
 require (
 	golang.org/x/mod v0.42.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
 )

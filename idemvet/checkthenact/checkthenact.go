@@ -64,6 +64,7 @@ type callInfo struct {
 	kind   callKind
 	keys   []string // the non-constant arguments, printed
 	effect bool     // for other calls: whether it may have a side effect
+	tx     string   // the receiver, when it is a database transaction
 }
 
 func run(pass *analysis.Pass) (any, error) {
@@ -182,7 +183,11 @@ func checkBody(pass *analysis.Pass, rep *vetutil.Reporter, body *ast.BlockStmt) 
 
 // race finds, after the condition, an effect followed by an insert of a
 // key the check read, with no claim of it in between.
+//
+// A write on the same transaction as the insert is not an effect that
+// escapes: it commits or rolls back with the insert.
 func race(calls []callInfo, g *callInfo, from, to token.Pos) (effect, ins *callInfo) {
+	var effects []*callInfo
 	for i := range calls {
 		c := &calls[i]
 		if c.call.Pos() < from || c.call.End() > to {
@@ -191,14 +196,19 @@ func race(calls []callInfo, g *callInfo, from, to token.Pos) (effect, ins *callI
 		switch c.kind {
 		case claim, insert:
 			if shares(c.keys, g.keys) {
-				if c.kind == insert && effect != nil {
-					return effect, c
+				if c.kind == claim {
+					return nil, nil // claimed before the effect
 				}
-				return nil, nil // claimed before the effect
+				for _, e := range effects {
+					if e.tx == "" || e.tx != c.tx {
+						return e, c
+					}
+				}
+				return nil, nil
 			}
 		case other:
-			if effect == nil && isEffect(c) {
-				effect = c
+			if c.effect {
+				effects = append(effects, c)
 			}
 		}
 	}
@@ -262,8 +272,6 @@ var pure = map[string]bool{
 	"context": true, "encoding/json": true, "sync": true, "sync/atomic": true, "unicode/utf8": true,
 }
 
-func isEffect(c *callInfo) bool { return c.effect }
-
 func name(call *ast.CallExpr) string {
 	s := types.ExprString(call.Fun)
 	if len(s) > 40 {
@@ -275,6 +283,11 @@ func name(call *ast.CallExpr) string {
 func classify(pass *analysis.Pass, call *ast.CallExpr) callInfo {
 	ci := callInfo{call: call}
 	fn := vetutil.Callee(pass.TypesInfo, call)
+	if sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr); ok {
+		if n := vetutil.NamedOf(pass.TypesInfo.TypeOf(sel.X)); n != nil && strings.HasSuffix(n.Obj().Name(), "Tx") {
+			ci.tx = types.ExprString(sel.X)
+		}
+	}
 	var fname string
 	switch f := ast.Unparen(call.Fun).(type) {
 	case *ast.SelectorExpr:

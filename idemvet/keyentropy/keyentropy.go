@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"golang.org/x/tools/go/analysis"
-	"golang.org/x/tools/go/analysis/passes/buildssa"
 	"golang.org/x/tools/go/ssa"
 
 	"github.com/idemkit/idem/idemvet/internal/vetutil"
@@ -35,14 +34,13 @@ var Analyzer = &analysis.Analyzer{
 	Name:       "keyentropy",
 	Doc:        Doc,
 	URL:        "https://github.com/idemkit/idem/blob/main/docs/vet.md#keyentropy",
-	Requires:   []*analysis.Analyzer{buildssa.Analyzer},
 	Run:        run,
 	ResultType: vetutil.ResultType,
 }
 
 func run(pass *analysis.Pass) (any, error) {
 	rep := vetutil.NewReporter(pass)
-	prog := pass.ResultOf[buildssa.Analyzer].(*buildssa.SSA)
+	prog := buildSSA(pass)
 	t := &tracer{pkg: prog.Pkg, counters: counterGlobals(prog)}
 	for _, fn := range prog.SrcFuncs {
 		for _, b := range fn.Blocks {
@@ -412,7 +410,7 @@ func shortPath(p string) string {
 }
 
 // counterGlobals finds package-level integers that the package increments.
-func counterGlobals(prog *buildssa.SSA) map[*ssa.Global]token.Pos {
+func counterGlobals(prog *program) map[*ssa.Global]token.Pos {
 	out := map[*ssa.Global]token.Pos{}
 	for _, fn := range prog.SrcFuncs {
 		for _, b := range fn.Blocks {

@@ -56,6 +56,7 @@ type config struct {
 	ttlAt token.Pos
 	known bool // ttl is a constant (or the default)
 	cover bool
+	own   []window // its Cover windows
 	file  *ast.File
 }
 
@@ -87,7 +88,7 @@ func run(pass *analysis.Pass) (any, error) {
 							c.ttl, c.known = duration(pass, kv.Value)
 						case "Cover":
 							c.cover = true
-							windows = append(windows, coverWindows(pass, kv.Value)...)
+							c.own = coverWindows(pass, kv.Value)
 						}
 					}
 					configs = append(configs, c)
@@ -118,7 +119,7 @@ func run(pass *analysis.Pass) (any, error) {
 		})
 	}
 	for _, c := range configs {
-		if w, ok := longest(windows); ok && c.known && c.ttl < w.d {
+		if w, ok := longest(append(c.own, windows...)); ok && c.known && c.ttl < w.d {
 			{
 				{
 					rep.Reportf(c.ttlAt, "idem.Config TTL %s is shorter than %s (%s, %s): a redelivery after the record expired runs the effect again; keep records at least that long and name the window in Cover so that idem.New checks it",

@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"reflect"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/tools/go/analysis"
 )
@@ -39,6 +40,17 @@ type Directive struct {
 
 const marker = "idem:ignore"
 
+// Names reports whether the directive names analyzer; a directive may name
+// several, separated by commas: //idem:ignore keyentropy,sharednamespace …
+func (d Directive) Names(analyzer string) bool {
+	for _, n := range strings.Split(d.Analyzer, ",") {
+		if n == analyzer {
+			return true
+		}
+	}
+	return false
+}
+
 // ParseDirective parses the text of one comment (without its // or #
 // or -- leader). ok is false when the text is not a directive at all.
 func ParseDirective(text string) (analyzer, reason string, ok bool) {
@@ -69,6 +81,9 @@ func GoDirectives(fset *token.FileSet, f *ast.File) []Directive {
 			if !ok {
 				continue
 			}
+			// A second comment on the line ("// want …") is not part
+			// of the reason.
+			text, _, _ = strings.Cut(text, "//")
 			a, r, ok := ParseDirective(text)
 			if !ok {
 				continue
@@ -146,7 +161,7 @@ func NewReporter(pass *analysis.Pass) *Reporter {
 // Add makes more directives (from a non-Go file) known.
 func (r *Reporter) Add(ds []Directive) {
 	for _, d := range ds {
-		if d.Analyzer != r.pass.Analyzer.Name || d.Reason == "" {
+		if !d.Names(r.pass.Analyzer.Name) || d.Reason == "" {
 			continue
 		}
 		m := r.dirs[d.File]
@@ -158,13 +173,34 @@ func (r *Reporter) Add(ds []Directive) {
 	}
 }
 
-// Report reports d unless a directive covers it; one finding per position.
+// testFiles is whether findings in _test.go files are reported.
+var testFiles atomic.Bool
+
+// SetTestFiles sets whether findings in _test.go files are reported. They
+// are not by default: tests build the failures on purpose (a test of a
+// dedup store makes duplicates, a test of a retention check a short TTL).
+func SetTestFiles(on bool) { testFiles.Store(on) }
+
+// TestFiles reports whether findings in _test.go files are reported.
+func TestFiles() bool { return testFiles.Load() }
+
+// InTestFile reports whether p is in a _test.go file that is not to be
+// reported.
+func InTestFile(p token.Position) bool {
+	return strings.HasSuffix(p.Filename, "_test.go") && !testFiles.Load()
+}
+
+// Report reports d unless a directive covers it or it is in a test file
+// (see [SetTestFiles]); one finding per position.
 func (r *Reporter) Report(d analysis.Diagnostic) {
 	if r.seen[d.Pos] {
 		return
 	}
 	r.seen[d.Pos] = true
 	p := r.pass.Fset.Position(d.Pos)
+	if InTestFile(p) {
+		return
+	}
 	if m := r.dirs[p.Filename]; m != nil {
 		for _, line := range []int{p.Line, p.Line - 1} {
 			if dir, ok := m[line]; ok {

@@ -97,3 +97,17 @@ func consumer(s Store) func(m Msg) {
 		}
 	}
 }
+
+// A transaction does not help when the effect leaves it.
+func txButExternal(ctx context.Context, tx *sql.Tx, key string) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM processed WHERE key = $1", key).Scan(&n); err != nil { // want `check-then-act`
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	sendEmail("h@example.com")
+	_, err := tx.ExecContext(ctx, "INSERT INTO processed (key) VALUES ($1)", key)
+	return err
+}

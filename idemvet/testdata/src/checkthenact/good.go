@@ -80,3 +80,20 @@ func noEffect(ctx context.Context, s Store, key string) error {
 	_ = time.Now()
 	return s.Insert(ctx, key)
 }
+
+// The effect is a write on the transaction that inserts the key: both
+// commit or neither does (idem's own migration runner).
+func sameTx(ctx context.Context, tx *sql.Tx, version int, migration string) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM processed_migrations WHERE version = ?", version).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, migration); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, "INSERT INTO processed_migrations (version) VALUES (?)", version)
+	return err
+}
