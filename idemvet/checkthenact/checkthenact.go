@@ -48,6 +48,7 @@ var (
 	claimNames  = regexp.MustCompile(`^(SetNX|SetNx|SetIfAbsent|PutIfAbsent|LoadOrStore|Claim|TryClaim)`)
 	selectSQL   = regexp.MustCompile(`(?is)^\s*select\b.*\b(exists|count|where)\b`)
 	insertSQL   = regexp.MustCompile(`(?is)^\s*(insert|upsert|replace)\b`)
+	anySQL      = regexp.MustCompile(`(?is)^\s*(select|insert|upsert|replace|update|delete|with|merge)\b`)
 )
 
 type callKind int
@@ -308,7 +309,7 @@ func classify(pass *analysis.Pass, call *ast.CallExpr) callInfo {
 	var sql string
 	for _, a := range call.Args {
 		if s, ok := vetutil.StringConst(pass.TypesInfo, a); ok {
-			if sql == "" {
+			if sql == "" && anySQL.MatchString(s) {
 				sql = s
 			}
 			continue

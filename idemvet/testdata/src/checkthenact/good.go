@@ -97,3 +97,15 @@ func sameTx(ctx context.Context, tx *sql.Tx, version int, migration string) erro
 	_, err := tx.ExecContext(ctx, "INSERT INTO processed_migrations (version) VALUES (?)", version)
 	return err
 }
+
+// A fast-path check before an atomic claim: the claim decides.
+func checkThenClaim(ctx context.Context, rdb *redis.Client, m Msg) {
+	if rdb.Exists(ctx, "seen:"+m.ID).Val() > 0 {
+		return
+	}
+	if !rdb.SetNX(ctx, "seen:"+m.ID, "in_progress", time.Hour).Val() {
+		return
+	}
+	sendEmail("i@example.com")
+	rdb.Set(ctx, "seen:"+m.ID, "done", 24*time.Hour)
+}

@@ -46,7 +46,8 @@ func parsedID(stored string) (idem.Key, error) {
 // A random request id and a timestamp that are not the key.
 func notTheKey(r *http.Request, w http.ResponseWriter, orderID string) (idem.Key, error) {
 	r.Header.Set("X-Request-Id", uuid.NewString())
-	w.Header().Set("Idempotency-Key", orderID)
+	// A response header is not a key anything retries with.
+	w.Header().Set("Idempotency-Key", uuid.NewString())
 	_ = time.Now()
 	return idem.DeriveKey("refund", 1, orderID)
 }

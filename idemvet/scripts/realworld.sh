@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Run idem's analyzers over public Go codebases that move money or send
+# messages, at pinned commits, to judge findings by hand (docs/vet.md).
+# Test-only: nothing it checks out is committed or vendored.
+#
+# Usage: idemvet/scripts/realworld.sh MIRROR_GIT_DIR [COMMIT] [OUT_DIR]
+#   MIRROR_GIT_DIR  a bare clone (e.g. from a git mirror) of the codebase
+#   COMMIT          the commit to check out; defaults to the pinned one below
+#                   for the known codebases, else HEAD
+#   OUT_DIR         where findings go (default /tmp/idemvet-realworld)
+#
+# It builds idem-vet, extracts the commit to a scratch directory, downloads
+# the codebase's modules through the module proxy and runs
+#   idem-vet ./...            (findings outside _test.go files)
+# in each Go module of the tree, writing NAME.txt with the findings and the
+# exit status. Exit 3 from idem-vet means findings, not failure.
+set -euo pipefail
+mirror=${1:?usage: realworld.sh MIRROR_GIT_DIR [COMMIT] [OUT_DIR]}
+here=$(cd "$(dirname "$0")/.." && pwd)
+out=${3:-/tmp/idemvet-realworld}
+name=$(basename "$(dirname "$mirror")")
+case "$name" in
+formancehq+payments) pin=5fb996ac86113c04259bf38bf7b8d590f3caf251 ;;
+frain-dev+convoy) pin=2b60cc652e1d4babc1857280d5911817960e83e7 ;;
+knadh+listmonk) pin=911e0b774abad4fbf7b534be43a34a80fb6ace5b ;;
+*) pin=HEAD ;;
+esac
+commit=${2:-$pin}
+mkdir -p "$out"
+bin="$out/idem-vet"
+(cd "$here" && GOWORK=off go build -o "$bin" ./cmd/idem-vet)
+src=$(mktemp -d "${TMPDIR:-/tmp}/idemvet-src.XXXXXX")
+trap 'rm -rf "$src"' EXIT
+git --git-dir="$mirror" archive "$commit" | tar -x -C "$src"
+report="$out/$name.txt"
+{
+	echo "# $name at $commit"
+	echo "# idem-vet ./... in each module; $(date -u +%FT%TZ)"
+} >"$report"
+while IFS= read -r mod; do
+	dir=$(dirname "$mod")
+	echo "## module ${dir#"$src"}" >>"$report"
+	(
+		cd "$dir"
+		GOWORK=off GOFLAGS=-mod=mod go mod download >/dev/null 2>&1 || true
+		start=$(date +%s.%N)
+		set +e
+		GOWORK=off GOFLAGS=-mod=mod "$bin" ./... >"$out/$name.raw" 2>&1
+		rc=$?
+		set -e
+		end=$(date +%s.%N)
+		sed "s|$src/||g" "$out/$name.raw" >>"$report"
+		echo "## exit $rc in $(echo "$end - $start" | bc) s" >>"$report"
+	)
+done < <(find "$src" -name go.mod -not -path '*/vendor/*' -not -path '*/testdata/*' | sort)
+rm -f "$out/$name.raw"
+echo "$report"
