@@ -103,7 +103,7 @@ func Run(opts Options, patterns ...string) (*Report, error) {
 	if base == "" {
 		base, _ = os.Getwd()
 	}
-	rep := &Report{Packages: len(pkgs)}
+	rep := &Report{Packages: len(pkgs), Findings: []Finding{}, Silenced: []Silenced{}}
 	seen := map[Finding]bool{}
 	var errs []error
 	for _, act := range g.Roots {
