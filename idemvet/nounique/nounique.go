@@ -44,7 +44,7 @@ func run(pass *analysis.Pass) (any, error) {
 	for _, f := range vetutil.PackageFiles(pass, ".sql") {
 		ds := vetutil.LineDirectives(f.Name, f.Content, f.TF)
 		rep.Add(ds)
-		reportBare(rep, ds)
+		rep.ReportBare(ds)
 		for _, fd := range Check(string(f.Content)) {
 			report(rep, f.Pos(fd.Offset), fd, func(off int) token.Pos { return f.Pos(off) })
 		}
@@ -87,20 +87,4 @@ func report(rep *vetutil.Reporter, at token.Pos, fd Finding, pos func(int) token
 		}}
 	}
 	rep.Report(d)
-}
-
-// reportBare reports directives in a non-Go file that give no reason.
-func reportBare(rep *vetutil.Reporter, ds []vetutil.Directive) {
-	for _, d := range ds {
-		if d.Reason == "" {
-			rep.Reportf(d.Pos, "idem:ignore directive without a reason: say why the finding does not apply (idem:ignore %s REASON)", or(d.Analyzer, "ANALYZER"))
-		}
-	}
-}
-
-func or(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

@@ -42,11 +42,7 @@ func run(pass *analysis.Pass) (any, error) {
 		}
 		ds := vetutil.LineDirectives(f.Name, f.Content, f.TF)
 		rep.Add(ds)
-		for _, d := range ds {
-			if d.Reason == "" {
-				rep.Reportf(d.Pos, "idem:ignore directive without a reason: say why the finding does not apply (idem:ignore stalenessalert REASON)")
-			}
-		}
+		rep.ReportBare(ds)
 		for _, fd := range Check(rules) {
 			rep.Reportf(f.TF.LineStart(fd.Line), "%s", fd.Message)
 		}

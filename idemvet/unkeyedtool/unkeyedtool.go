@@ -137,15 +137,21 @@ func toolLiteral(pass *analysis.Pass, decl *ast.FuncDecl, e ast.Expr) *ast.Compo
 	return found
 }
 
-// annotated reports whether annotations mark a tool read-only or
-// idempotent; known is false when they are not a literal.
-func annotated(pass *analysis.Pass, e ast.Expr) (safe, known bool) {
+// literal is the composite literal e is, or points to (&T{…}), or nil.
+func literal(e ast.Expr) *ast.CompositeLit {
 	e = ast.Unparen(e)
 	if u, ok := e.(*ast.UnaryExpr); ok {
 		e = u.X
 	}
-	lit, ok := e.(*ast.CompositeLit)
-	if !ok {
+	lit, _ := e.(*ast.CompositeLit)
+	return lit
+}
+
+// annotated reports whether annotations mark a tool read-only or
+// idempotent; known is false when they are not a literal.
+func annotated(pass *analysis.Pass, e ast.Expr) (safe, known bool) {
+	lit := literal(e)
+	if lit == nil {
 		return false, false
 	}
 	for _, el := range lit.Elts {
@@ -170,12 +176,8 @@ func annotated(pass *analysis.Pass, e ast.Expr) (safe, known bool) {
 
 // schemaHasKey looks for an idempotency property in a literal schema.
 func schemaHasKey(pass *analysis.Pass, e ast.Expr) (has, known bool) {
-	e = ast.Unparen(e)
-	if u, ok := e.(*ast.UnaryExpr); ok {
-		e = u.X
-	}
-	lit, ok := e.(*ast.CompositeLit)
-	if !ok {
+	lit := literal(e)
+	if lit == nil {
 		return false, false
 	}
 	known = true

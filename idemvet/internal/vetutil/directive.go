@@ -216,3 +216,17 @@ func (r *Reporter) Report(d analysis.Diagnostic) {
 func (r *Reporter) Reportf(pos token.Pos, format string, args ...any) {
 	r.Report(analysis.Diagnostic{Pos: pos, Message: sprintf(format, args...)})
 }
+
+// ReportBare reports the directives of a non-Go file that give no reason:
+// they silence nothing, and an exception without a reason is a finding.
+func (r *Reporter) ReportBare(ds []Directive) {
+	for _, d := range ds {
+		if d.Reason == "" {
+			name := d.Analyzer
+			if name == "" {
+				name = "ANALYZER"
+			}
+			r.Reportf(d.Pos, "idem:ignore directive without a reason: say why the finding does not apply (idem:ignore %s REASON)", name)
+		}
+	}
+}
