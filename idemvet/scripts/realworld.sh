@@ -8,6 +8,9 @@
 #   COMMIT          the commit to check out; defaults to the pinned one below
 #                   for the known codebases, else HEAD
 #   OUT_DIR         where findings go (default /tmp/idemvet-realworld)
+#   MODULES         (environment) the module directories to run in, relative
+#                   to the tree's root; default every go.mod in the tree, or
+#                   the pinned list below for the known codebases
 #
 # It builds idem-vet, extracts the commit to a scratch directory, downloads
 # the codebase's modules through the module proxy and runs
@@ -19,13 +22,20 @@ mirror=${1:?usage: realworld.sh MIRROR_GIT_DIR [COMMIT] [OUT_DIR]}
 here=$(cd "$(dirname "$0")/.." && pwd)
 out=${3:-/tmp/idemvet-realworld}
 name=$(basename "$(dirname "$mirror")")
+modules=""
 case "$name" in
-formancehq+payments) pin=5fb996ac86113c04259bf38bf7b8d590f3caf251 ;;
+formancehq+payments)
+	pin=5fb996ac86113c04259bf38bf7b8d590f3caf251
+	# The connectors that move money and set idempotency keys; the root
+	# module (a Temporal worker) is left out for build time.
+	modules="ce/plugins/stripe ce/plugins/column ce/plugins/bankingcircle"
+	;;
 frain-dev+convoy) pin=2b60cc652e1d4babc1857280d5911817960e83e7 ;;
 knadh+listmonk) pin=911e0b774abad4fbf7b534be43a34a80fb6ace5b ;;
 *) pin=HEAD ;;
 esac
 commit=${2:-$pin}
+modules=${MODULES:-$modules}
 mkdir -p "$out"
 bin="$out/idem-vet"
 (cd "$here" && GOWORK=off go build -o "$bin" ./cmd/idem-vet)
@@ -52,6 +62,10 @@ while IFS= read -r mod; do
 		sed "s|$src/||g" "$out/$name.raw" >>"$report"
 		echo "## exit $rc in $(echo "$end - $start" | bc) s" >>"$report"
 	)
-done < <(find "$src" -name go.mod -not -path '*/vendor/*' -not -path '*/testdata/*' | sort)
+done < <(if [ -n "$modules" ]; then
+	for m in $modules; do echo "$src/$m/go.mod"; done
+else
+	find "$src" -name go.mod -not -path '*/vendor/*' -not -path '*/testdata/*' | sort
+fi)
 rm -f "$out/$name.raw"
 echo "$report"
