@@ -8,12 +8,14 @@
 #   COMMIT          the commit to check out; defaults to the pinned one below
 #                   for the known codebases, else HEAD
 #   OUT_DIR         where findings go (default /tmp/idemvet-realworld)
+#   IDEMVET_FLAGS   (environment) extra idem-vet flags, e.g. -testfiles
 #   MODULES         (environment) the module directories to run in, relative
 #                   to the tree's root; default every go.mod in the tree, or
 #                   the pinned list below for the known codebases
 #
-# It builds idem-vet, extracts the commit to a scratch directory, downloads
-# the codebase's modules through the module proxy and runs
+# It builds idem-vet, extracts the commit to a scratch directory, points
+# each module's requirements on its sibling modules at the tree (in the
+# scratch copy only), downloads the rest through the module proxy and runs
 #   idem-vet ./...            (findings outside _test.go files)
 # in each Go module of the tree, writing NAME.txt with the findings and the
 # exit status. Exit 3 from idem-vet means findings, not failure.
@@ -45,17 +47,25 @@ git --git-dir="$mirror" archive "$commit" | tar -x -C "$src"
 report="$out/$name.txt"
 {
 	echo "# $name at $commit"
-	echo "# idem-vet ./... in each module; $(date -u +%FT%TZ)"
+	echo "# idem-vet ${IDEMVET_FLAGS:-}./... in each module; $(date -u +%FT%TZ)"
 } >"$report"
 while IFS= read -r mod; do
 	dir=$(dirname "$mod")
 	echo "## module ${dir#"$src"}" >>"$report"
 	(
 		cd "$dir"
+		# Modules of the same tree come from the tree (a plugin module
+		# may require a version of a sibling the proxy does not serve).
+		while IFS= read -r other; do
+			odir=$(dirname "$other")
+			[ "$odir" = "$dir" ] && continue
+			opath=$(sed -n 's/^module[[:space:]]*//p' "$other" | head -1)
+			[ -n "$opath" ] && go mod edit -replace "$opath=$(realpath --relative-to="$dir" "$odir")"
+		done < <(find "$src" -name go.mod -not -path '*/vendor/*' -not -path '*/testdata/*' -not -path '*/template/*')
 		GOWORK=off GOFLAGS=-mod=mod go mod download >/dev/null 2>&1 || true
 		start=$(date +%s.%N)
 		set +e
-		GOWORK=off GOFLAGS=-mod=mod "$bin" ./... >"$out/$name.raw" 2>&1
+		GOWORK=off GOFLAGS=-mod=mod "$bin" ${IDEMVET_FLAGS:-} ./... >"$out/$name.raw" 2>&1
 		rc=$?
 		set -e
 		end=$(date +%s.%N)
