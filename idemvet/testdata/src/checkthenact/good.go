@@ -3,7 +3,10 @@ package checkthenact
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -108,4 +111,38 @@ func checkThenClaim(ctx context.Context, rdb *redis.Client, m Msg) {
 	}
 	sendEmail("i@example.com")
 	rdb.Set(ctx, "seen:"+m.ID, "done", 24*time.Hour)
+}
+
+type cache interface {
+	Add(key string, v any)
+}
+
+type codec interface {
+	Unmarshal(b []byte, v any) error
+}
+
+// A read-through cache: the read fills a local cache, nothing escapes
+// (from a real-world false positive).
+func readThrough(ctx context.Context, db *sql.DB, local cache, msgpack codec, key string) (string, error) {
+	var raw []byte
+	err := db.QueryRowContext(ctx, "SELECT value FROM cache WHERE key = $1", key).Scan(&raw)
+	if err != nil {
+		return "", err
+	}
+	var v string
+	if err := msgpack.Unmarshal(raw, &v); err != nil {
+		return "", err
+	}
+	_, _ = json.Marshal(v)
+	local.Add(key, v)
+	return v, nil
+}
+
+// A library check and an error message that starts with "insert".
+func notSQL(ctx context.Context, s Store, name string) error {
+	if strings.HasPrefix(name, "tmp") {
+		return nil
+	}
+	sendEmail("j@example.com")
+	return fmt.Errorf("insert %s snapshot: %w", name, errors.New("x"))
 }
