@@ -117,6 +117,7 @@ func FinishWithClaim(t *testing.T, st idem.Store, scope string, now time.Time) {
 		attempt string
 		fence   int64 // the fence the stale Finish presents
 	}{{"a2", 1}, {"a2", 2}, {"a1", 1}} {
+		//idem:ignore sharednamespace a conformance fixture's key, never stored beyond the test
 		key := "hint:taken:" + redrive.attempt + ":" + string(rune('0'+redrive.fence))
 		c := claim(key, "a1")
 		taken, err := st.Resolve(ctx, idem.ResolveParams{Scope: scope, Key: key, Fence: 1,

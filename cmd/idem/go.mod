@@ -6,6 +6,7 @@ replace (
 	github.com/idemkit/idem => ../..
 	github.com/idemkit/idem/idemmcp => ../../idemmcp
 	github.com/idemkit/idem/idemprom => ../../idemprom
+	github.com/idemkit/idem/idemvet => ../../idemvet
 	github.com/idemkit/idem/internal/pgtest => ../../internal/pgtest
 	github.com/idemkit/idem/mysqlstore => ../../mysqlstore
 	github.com/idemkit/idem/pgstore => ../../pgstore
@@ -19,6 +20,7 @@ require (
 	github.com/idemkit/idem v0.0.0-00010101000000-000000000000
 	github.com/idemkit/idem/idemmcp v0.0.0-00010101000000-000000000000
 	github.com/idemkit/idem/idemprom v0.0.0-00010101000000-000000000000
+	github.com/idemkit/idem/idemvet v0.0.0-00010101000000-000000000000
 	github.com/idemkit/idem/internal/pgtest v0.0.0-00010101000000-000000000000
 	github.com/idemkit/idem/mysqlstore v0.0.0-00010101000000-000000000000
 	github.com/idemkit/idem/pgstore v0.0.0-00010101000000-000000000000
@@ -42,6 +44,7 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/kr/text v0.2.0 // indirect
 	github.com/mattn/go-colorable v0.1.13 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/modelcontextprotocol/go-sdk v1.8.0 // indirect
@@ -56,13 +59,16 @@ require (
 	github.com/segmentio/encoding v0.5.4 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/mod v0.42.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
+	golang.org/x/tools v0.52.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect

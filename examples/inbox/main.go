@@ -20,6 +20,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/consumer"
@@ -52,7 +53,10 @@ func run(ctx context.Context, w io.Writer) error {
 	if _, err := st.DB().ExecContext(ctx, ledgerDDL); err != nil {
 		return err
 	}
-	eng, err := idem.New(st, idem.Config{})
+	// The records (24h by default) must outlast every redelivery of a
+	// message: on a broker, name its redelivery and dead-letter replay
+	// windows in Cover, and idem.New refuses a TTL shorter than them.
+	eng, err := idem.New(st, idem.Config{Cover: map[string]time.Duration{"redelivery": time.Hour}})
 	if err != nil {
 		return err
 	}

@@ -109,7 +109,7 @@ func runWaiters(ctx context.Context, st idem.Store, mode string, n int, hold tim
 		return nil, err
 	}
 	defer eng.Close()
-	key := idem.Key("w-" + scratchName())
+	key := idem.Key("w-" + scratchName()) //idem:ignore keyentropy,sharednamespace a benchmark's scratch key: each run is a new intent on purpose, nothing retries it
 	req := idem.Request{Scope: benchScope, Key: key, Fingerprint: idem.Fingerprint(benchFingerprint), Operation: "bench-wait"}
 	started, release := make(chan struct{}), make(chan struct{})
 	holderDone := make(chan error, 1)

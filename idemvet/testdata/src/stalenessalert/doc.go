@@ -1,0 +1,2 @@
+// Package stalenessalert holds rule files for the analyzer's tests.
+package stalenessalert

@@ -1,0 +1,2 @@
+// Package ok holds rule files that pass.
+package ok
