@@ -61,6 +61,7 @@ func SkewedClocks(t *testing.T, st idem.Store) {
 		name          string
 		holder, other *idem.Engine
 	}{{"behind holds", behind, ahead}, {"ahead holds", ahead, behind}} {
+		//idem:ignore sharednamespace a conformance fixture's key, never stored beyond the test
 		r := idem.Request{Scope: scope, Key: idem.Key("live-" + p.name[:5]), Fingerprint: fp("live")}
 		started, release := make(chan struct{}), make(chan struct{})
 		done := make(chan error, 1)
@@ -89,6 +90,7 @@ func SkewedClocks(t *testing.T, st idem.Store) {
 		name        string
 		first, next *idem.Engine
 	}{{"behind records", behind, ahead}, {"ahead records", ahead, behind}} {
+		//idem:ignore sharednamespace a conformance fixture's key, never stored beyond the test
 		r := idem.Request{Scope: scope, Key: idem.Key("done-" + p.name[:5]), Fingerprint: fp("done")}
 		before := runs.Load()
 		if _, err := p.first.DoBytes(ctx, r, effect); err != nil {
