@@ -131,7 +131,6 @@ type runner struct {
 	tg     target
 	n      int
 	checks []Check
-	prefix string
 }
 
 func (r *runner) fail(c Check, format string, a ...any) {

@@ -25,9 +25,13 @@ type fakeTB struct {
 	errs []string
 }
 
-func (f *fakeTB) Helper()                   {}
-func (f *fakeTB) Logf(string, ...any)       {}
-func (f *fakeTB) Errorf(s string, a ...any) { f.mu.Lock(); f.errs = append(f.errs, fmt.Sprintf(s, a...)); f.mu.Unlock() }
+func (f *fakeTB) Helper()             {}
+func (f *fakeTB) Logf(string, ...any) {}
+func (f *fakeTB) Errorf(s string, a ...any) {
+	f.mu.Lock()
+	f.errs = append(f.errs, fmt.Sprintf(s, a...))
+	f.mu.Unlock()
+}
 
 // failures returns the failures whose message starts with "idemtest: c:".
 func (f *fakeTB) failures(c idemtest.Check) []string {
@@ -320,4 +324,3 @@ func TestObservabilityFailsWhenBuildIgnoresEngine(t *testing.T) {
 	idemtest.HTTP(f, &idemtest.Built{Build: build}, idemtest.Case{Path: "/charges", Body: body, Effects: a.count, Checks: []idemtest.Check{idemtest.Observability}})
 	f.wantOnly(t, idemtest.Observability, "the observer saw outcomes []", "want [first replay mismatch]", "fix: Build must wire the engine")
 }
-
