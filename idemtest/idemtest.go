@@ -446,7 +446,11 @@ func (r *runner) observability() {
 	want := []idem.Outcome{idem.OutcomeFirst, idem.OutcomeReplay, idem.OutcomeMismatch}
 	got := obs.outcomes(key)
 	if !slices.Equal(got, want) {
-		r.fail(Observability, "sent %s twice, then %s\n  the observer saw outcomes %v\n  want %v", tg.describe(key, original), tg.describe(key, changed), got, want)
+		why := "the outcomes differ from the engine's for a correct handler; see the replay and divergence checks"
+		if len(got) == 0 {
+			why = "none reached the engine idemtest built"
+		}
+		r.fail(Observability, "sent %s twice, then %s\n  the observer saw outcomes %v (%s)\n  want %v", tg.describe(key, original), tg.describe(key, changed), got, why, want)
 	}
 	uobs := &observer{}
 	r.crashAt(duringEffect, Observability, uobs)
