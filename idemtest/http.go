@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/internal/jsonmembers"
 	"github.com/idemkit/idem/memstore"
 )
 
@@ -114,7 +115,7 @@ func HTTP(t testing.TB, h http.Handler, c Case) {
 		c.Path = "/"
 	}
 	if c.Changed == "" {
-		c.Changed = changedBody(c.Body)
+		c.Changed = jsonmembers.Changed(c.Body)
 	}
 	n := c.Concurrency
 	if n <= 0 {
@@ -140,7 +141,7 @@ func (h *httpTarget) body(v variant) string {
 	case changed:
 		return h.c.Changed
 	case reordered:
-		b, _ := reorderJSON(h.c.Body)
+		b, _ := jsonmembers.Reordered(h.c.Body)
 		return b
 	}
 	return h.c.Body
@@ -173,7 +174,7 @@ func (h *httpTarget) effects() (int, bool) {
 }
 
 func (h *httpTarget) canReorder() bool {
-	_, ok := reorderJSON(h.c.Body)
+	_, ok := jsonmembers.Reordered(h.c.Body)
 	return ok
 }
 
@@ -267,78 +268,4 @@ func clip(b []byte) string {
 		return fmt.Sprintf("%q… (%d bytes)", b[:200], len(b))
 	}
 	return fmt.Sprintf("%q", b)
-}
-
-// changedBody returns a body that is another request than body.
-func changedBody(body string) string {
-	if members, ok := jsonMembers(body); ok {
-		members = append(members, member{name: "idemtest_changed", value: json.RawMessage("true")})
-		return encodeMembers(members, "", "")
-	}
-	return body + " (changed)"
-}
-
-// reorderJSON returns body with its top-level members in reverse order and
-// extra whitespace: the same JSON document, other bytes. ok is false when
-// body is not a JSON object.
-func reorderJSON(body string) (string, bool) {
-	members, ok := jsonMembers(body)
-	if !ok {
-		return "", false
-	}
-	rev := make([]member, len(members))
-	for i, m := range members {
-		rev[len(members)-1-i] = m
-	}
-	return encodeMembers(rev, " ", "\n"), true
-}
-
-type member struct {
-	name  string
-	value json.RawMessage
-}
-
-// jsonMembers splits a JSON object into its members, in order.
-func jsonMembers(body string) ([]member, bool) {
-	dec := json.NewDecoder(strings.NewReader(body))
-	dec.UseNumber()
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, false
-	}
-	var out []member
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, false
-		}
-		name, _ := tok.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, false
-		}
-		out = append(out, member{name: name, value: v})
-	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return nil, false
-	}
-	if dec.More() {
-		return nil, false
-	}
-	return out, true
-}
-
-func encodeMembers(ms []member, sp, nl string) string {
-	var b strings.Builder
-	b.WriteString("{" + nl)
-	for i, m := range ms {
-		if i > 0 {
-			b.WriteString("," + nl)
-		}
-		name, _ := json.Marshal(m.name)
-		b.Write(name)
-		b.WriteString(sp + ":" + sp)
-		b.Write(m.value)
-	}
-	b.WriteString(nl + "}")
-	return b.String()
 }
