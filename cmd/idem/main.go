@@ -54,6 +54,7 @@ var commands = map[string]command{
 	"resolve":     {"decide an unknown record as an operator", cmdResolve},
 	"sweep":       {"delete expired records (never unknown ones)", cmdSweep},
 	"reconcile":   {"compare records with a provider's settlement file or API (exit 3 on drift)", cmdReconcile},
+	"audit":       {"audit an HTTP API's idempotency with real requests to a sandbox (exit 3 on a failed check)", cmdAudit},
 	"tools-audit": {"report MCP tools with side effects and no idempotency key (exit 3)", cmdToolsAudit},
 	"bench":       {"measure idem against the raw driver of the same store", cmdBench},
 	"version":     {"print the module version, commit and Go version", cmdVersion},
