@@ -29,7 +29,7 @@ type Case struct {
 	// Body is the request body. It must make the handler succeed (2xx).
 	Body string
 	// Changed is another body for the divergence check. Defaults to Body
-	// with a member "idemtest_changed" added when Body is a JSON object, and
+	// with a member "idem_changed" added when Body is a JSON object, and
 	// to Body with " (changed)" appended otherwise.
 	Changed string
 	// Effects returns how many effects the handler has made so far (rows

@@ -167,7 +167,7 @@ func TestDivergenceFailsWithoutFingerprint(t *testing.T) {
 	a := &app{}
 	f := &fakeTB{}
 	idemtest.HTTP(f, &idemtest.Built{Build: rawHash(a, true)}, idemtest.Case{Path: "/charges", Body: body, Effects: a.count, Checks: []idemtest.Check{idemtest.Divergence}})
-	f.wantOnly(t, idemtest.Divergence, "idemtest_changed", "second got HTTP 201", "want a refusal (HTTP 422", "fix: fingerprint the request")
+	f.wantOnly(t, idemtest.Divergence, "idem_changed", "second got HTTP 201", "want a refusal (HTTP 422", "fix: fingerprint the request")
 }
 
 func TestDivergenceFailsOnByteFingerprint(t *testing.T) {

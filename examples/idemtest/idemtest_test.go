@@ -80,5 +80,5 @@ func TestNoFingerprintIsCaught(t *testing.T) {
 	l := &Ledger{}
 	r := &recorder{}
 	idemtest.HTTP(r, &idemtest.Built{Build: NoFingerprint(l), Config: idem.Config{Lease: time.Second}}, chargeCase(l))
-	r.caught(t, idemtest.Divergence, "idemtest_changed", "want a refusal (HTTP 422", "fingerprint the request")
+	r.caught(t, idemtest.Divergence, "idem_changed", "want a refusal (HTTP 422", "fingerprint the request")
 }

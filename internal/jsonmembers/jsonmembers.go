@@ -10,7 +10,7 @@ import (
 )
 
 // ChangedMember is the member name Changed adds.
-const ChangedMember = "idemtest_changed"
+const ChangedMember = "idem_changed"
 
 // Changed returns a body that is another request than body: body with a
 // member ChangedMember added when it is a JSON object, body with
