@@ -276,11 +276,11 @@ func (r *runner) concurrency() {
 }
 
 // crashPhases are the points at which the crash check kills the process.
-var crashPhases = []phase{afterClaim, duringEffect, afterEffect, afterRecord}
+var crashPhases = []storetest.Phase{storetest.AfterClaim, storetest.DuringEffect, storetest.AfterEffect, storetest.AfterRecord}
 
 // deadTarget builds the target of a process that dies at ph, over st.
-func (r *runner) deadTarget(ph phase, st idem.Store, cfg idem.Config) (target, *phaseStore, func(), error) {
-	ps := newPhaseStore(st, ph)
+func (r *runner) deadTarget(ph storetest.Phase, st idem.Store, cfg idem.Config) (target, *storetest.PhaseStore, func(), error) {
+	ps := storetest.NewPhaseStore(st, ph)
 	dcfg := cfg
 	dcfg.FinishTimeout = 50 * time.Millisecond // a dead process stops trying soon
 	dcfg.StoreRetries = 0
@@ -312,7 +312,7 @@ func (r *runner) crash() {
 
 // crashAt kills a process at ph, restarts it past the lease and sends a
 // duplicate; it returns the duplicate's answer (nil when it could not run).
-func (r *runner) crashAt(ph phase, c Check, obs *observer) answer {
+func (r *runner) crashAt(ph storetest.Phase, c Check, obs *observer) answer {
 	r.t.Helper()
 	clock := storetest.NewClock()
 	if obs == nil {
@@ -345,7 +345,7 @@ func (r *runner) crashAt(ph phase, c Check, obs *observer) answer {
 		return dup
 	}
 	switch ph {
-	case afterRecord:
+	case storetest.AfterRecord:
 		if !dup.ok() || first.ok() && !dup.same(first) {
 			r.fail(c, "%s\n  got %s\n  want the recorded answer replayed: the outcome reached the store", sent, dup)
 		}
@@ -453,7 +453,7 @@ func (r *runner) observability() {
 		r.fail(Observability, "sent %s twice, then %s\n  the observer saw outcomes %v (%s)\n  want %v", tg.describe(key, original), tg.describe(key, changed), got, why, want)
 	}
 	uobs := &observer{}
-	r.crashAt(duringEffect, Observability, uobs)
+	r.crashAt(storetest.DuringEffect, Observability, uobs)
 	if !slices.Contains(uobs.all(), idem.OutcomeUnknown) {
 		r.fail(Observability, "the process died during the effect; a duplicate after the lease was answered\n  the observer saw outcomes %v\n  want one of them %q", uobs.all(), idem.OutcomeUnknown)
 	}
