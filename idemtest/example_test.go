@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"sync/atomic"
-	"testing"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
@@ -14,7 +13,7 @@ import (
 )
 
 // t stands for the *testing.T of a test function in these examples.
-var t testing.TB = &fakeTB{}
+var t = &idemtest.Recorder{}
 
 // A handler built on idemhttp, given to idemtest as a Built so that every
 // check runs, effects counted by the application's own ledger.
@@ -38,7 +37,7 @@ func ExampleHTTP() {
 		Body:    `{"amount":100,"currency":"EUR"}`,
 		Effects: func() int { return int(charges.Load()) },
 	})
-	fmt.Println("failures:", len(t.(*fakeTB).errs))
+	fmt.Println("failures:", len(t.All()))
 	// Output: failures: 0
 }
 
@@ -60,6 +59,23 @@ func ExampleOp() {
 		},
 		Checks: []idemtest.Check{idemtest.Replay, idemtest.Divergence, idemtest.Concurrency},
 	})
-	fmt.Println("failures:", len(t.(*fakeTB).errs))
+	fmt.Println("failures:", len(t.All()))
 	// Output: failures: 0
+}
+
+// A Recorder keeps the failures, so a test can show that idemtest catches
+// a handler that runs its effect on every request.
+func ExampleRecorder() {
+	var charges atomic.Int64
+	noDedup := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"charge":%d}`, charges.Add(1))
+	})
+	rec := &idemtest.Recorder{}
+	idemtest.HTTP(rec, noDedup, idemtest.Case{
+		Body:    `{"amount":100}`,
+		Effects: func() int { return int(charges.Load()) },
+		Checks:  []idemtest.Check{idemtest.Replay},
+	})
+	fmt.Println("replay caught:", len(rec.Failures(idemtest.Replay)) > 0)
+	// Output: replay caught: true
 }

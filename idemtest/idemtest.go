@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/burst"
 	"github.com/idemkit/idem/storetest"
 )
 
@@ -242,18 +243,7 @@ func (r *runner) concurrency() {
 	key := newKey(Concurrency)
 	before := count(r.tg)
 	answers := make([]answer, r.n)
-	var start, done sync.WaitGroup
-	start.Add(1)
-	for i := range answers {
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			start.Wait()
-			answers[i] = r.tg.send(key, original)
-		}()
-	}
-	start.Done()
-	done.Wait()
+	burst.Run(r.n, func(i int) { answers[i] = r.tg.send(key, original) })
 	sent := fmt.Sprintf("sent %s %d times at once", r.tg.describe(key, original), r.n)
 	var first answer
 	for _, a := range answers {

@@ -17,43 +17,16 @@ import (
 	"github.com/idemkit/idem/memstore"
 )
 
-// fakeTB records failures instead of failing the test, so a test can show
-// that a check fails on a broken handler.
-type fakeTB struct {
-	testing.TB
-	mu   sync.Mutex
-	errs []string
-}
-
-func (f *fakeTB) Helper()             {}
-func (f *fakeTB) Logf(string, ...any) {}
-func (f *fakeTB) Errorf(s string, a ...any) {
-	f.mu.Lock()
-	f.errs = append(f.errs, fmt.Sprintf(s, a...))
-	f.mu.Unlock()
-}
-
-// failures returns the failures whose message starts with "idemtest: c:".
-func (f *fakeTB) failures(c idemtest.Check) []string {
-	var out []string
-	for _, e := range f.errs {
-		if strings.HasPrefix(e, "idemtest: "+string(c)+":") {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// wantOnly asserts that only check c failed, with a message containing each
-// of want.
-func (f *fakeTB) wantOnly(t *testing.T, c idemtest.Check, want ...string) {
+// wantOnly asserts that only check c failed in rec, with a message
+// containing each of want.
+func wantOnly(t *testing.T, rec *idemtest.Recorder, c idemtest.Check, want ...string) {
 	t.Helper()
-	got := f.failures(c)
+	got := rec.Failures(c)
 	if len(got) == 0 {
-		t.Fatalf("check %s did not fail; failures: %q", c, f.errs)
+		t.Fatalf("check %s did not fail; failures: %q", c, rec.All())
 	}
-	if len(got) != len(f.errs) {
-		t.Errorf("other checks failed too: %q", f.errs)
+	if len(got) != len(rec.All()) {
+		t.Errorf("other checks failed too: %q", rec.All())
 	}
 	for _, w := range want {
 		if !strings.Contains(strings.Join(got, "\n"), w) {
@@ -110,16 +83,16 @@ func TestHTTPPlainHandlerGetsOutsideChecks(t *testing.T) {
 
 func TestReplayFailsWithoutDeduplication(t *testing.T) {
 	a := &app{}
-	f := &fakeTB{}
+	f := &idemtest.Recorder{}
 	idemtest.HTTP(f, a, idemtest.Case{Path: "/charges", Body: body, Effects: a.count, Checks: []idemtest.Check{idemtest.Replay}})
-	f.wantOnly(t, idemtest.Replay, "twice", "want the second answer identical", "the effect ran 2 time(s)", "fix: run the effect through idem")
+	wantOnly(t, f, idemtest.Replay, "twice", "want the second answer identical", "the effect ran 2 time(s)", "fix: run the effect through idem")
 }
 
 func TestReplayFailsOnAnswerWithoutEffects(t *testing.T) {
 	a := &app{}
-	f := &fakeTB{}
+	f := &idemtest.Recorder{}
 	idemtest.HTTP(f, a, idemtest.Case{Path: "/charges", Body: body, Checks: []idemtest.Check{idemtest.Replay}})
-	f.wantOnly(t, idemtest.Replay, `\"id\":1`, `\"id\":2`)
+	wantOnly(t, f, idemtest.Replay, `\"id\":1`, `\"id\":2`)
 }
 
 // rawHash is a Built handler over the engine that fingerprints the body's
@@ -165,16 +138,16 @@ func (b *bodyOnly) Write(p []byte) (int, error) { b.b = append(b.b, p...); retur
 
 func TestDivergenceFailsWithoutFingerprint(t *testing.T) {
 	a := &app{}
-	f := &fakeTB{}
+	f := &idemtest.Recorder{}
 	idemtest.HTTP(f, &idemtest.Built{Build: rawHash(a, true)}, idemtest.Case{Path: "/charges", Body: body, Effects: a.count, Checks: []idemtest.Check{idemtest.Divergence}})
-	f.wantOnly(t, idemtest.Divergence, "idem_changed", "second got HTTP 201", "want a refusal (HTTP 422", "fix: fingerprint the request")
+	wantOnly(t, f, idemtest.Divergence, "idem_changed", "second got HTTP 201", "want a refusal (HTTP 422", "fix: fingerprint the request")
 }
 
 func TestDivergenceFailsOnByteFingerprint(t *testing.T) {
 	a := &app{}
-	f := &fakeTB{}
+	f := &idemtest.Recorder{}
 	idemtest.HTTP(f, &idemtest.Built{Build: rawHash(a, false)}, idemtest.Case{Path: "/charges", Body: body, Effects: a.count, Checks: []idemtest.Check{idemtest.Divergence}})
-	f.wantOnly(t, idemtest.Divergence, "want a replay: the same JSON document with its members reordered", "second: HTTP 422")
+	wantOnly(t, f, idemtest.Divergence, "want a replay: the same JSON document with its members reordered", "second: HTTP 422")
 }
 
 // checkThenAct looks the key up, runs the effect, then stores the answer.
@@ -204,9 +177,9 @@ func (c *checkThenAct) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func TestConcurrencyFailsOnCheckThenAct(t *testing.T) {
 	c := &checkThenAct{seen: map[string][]byte{}}
-	f := &fakeTB{}
+	f := &idemtest.Recorder{}
 	idemtest.HTTP(f, c, idemtest.Case{Path: "/charges", Body: body, Effects: c.count, Concurrency: 8, Checks: []idemtest.Check{idemtest.Concurrency}})
-	f.wantOnly(t, idemtest.Concurrency, "8 times at once", "want exactly 1", "check-then-act")
+	wantOnly(t, f, idemtest.Concurrency, "8 times at once", "want exactly 1", "check-then-act")
 }
 
 // opEffect counts its calls.
@@ -234,9 +207,9 @@ func TestOpDivergenceFailsOnZeroFingerprint(t *testing.T) {
 	e, _ := idem.New(memstore.New(), idem.Config{})
 	defer e.Close()
 	var n atomic.Int64
-	f := &fakeTB{}
+	f := &idemtest.Recorder{}
 	idemtest.Op(f, e, opEffect(&n), idemtest.OpCase{Request: idem.Request{Operation: "charge"}, Checks: []idemtest.Check{idemtest.Divergence}})
-	f.wantOnly(t, idemtest.Divergence, "Request.Fingerprint is zero")
+	wantOnly(t, f, idemtest.Divergence, "Request.Fingerprint is zero")
 }
 
 func TestCrashFailsOnRedrivableClaim(t *testing.T) {
@@ -245,9 +218,9 @@ func TestCrashFailsOnRedrivableClaim(t *testing.T) {
 	var n atomic.Int64
 	req := opRequest()
 	req.Policy.Redrivable = true // a provider that does not deduplicate
-	f := &fakeTB{}
+	f := &idemtest.Recorder{}
 	idemtest.Op(f, e, opEffect(&n), idemtest.OpCase{Request: req, Checks: []idemtest.Check{idemtest.Crash}})
-	f.wantOnly(t, idemtest.Crash, "the process died during the effect", "want unknown", "ran the effect again", "fix: do not declare Policy.Redrivable")
+	wantOnly(t, f, idemtest.Crash, "the process died during the effect", "want unknown", "ran the effect again", "fix: do not declare Policy.Redrivable")
 }
 
 func TestCrashFailsOnHandlerThatReleases(t *testing.T) {
@@ -261,18 +234,18 @@ func TestCrashFailsOnHandlerThatReleases(t *testing.T) {
 		}
 		return mw.Handler(a), nil
 	}
-	f := &fakeTB{}
+	f := &idemtest.Recorder{}
 	idemtest.HTTP(f, &idemtest.Built{Build: build, Config: idem.Config{Lease: time.Second}}, idemtest.Case{Path: "/charges", Body: body, Effects: a.count, Checks: []idemtest.Check{idemtest.Crash}})
-	f.wantOnly(t, idemtest.Crash, "after the outcome was recorded", "want the recorded answer replayed")
+	wantOnly(t, f, idemtest.Crash, "after the outcome was recorded", "want the recorded answer replayed")
 }
 
 func TestLostAnswersFailsWithoutStoreRetries(t *testing.T) {
 	e, _ := idem.New(memstore.New(), idem.Config{StoreRetries: 1})
 	defer e.Close()
 	var n atomic.Int64
-	f := &fakeTB{}
+	f := &idemtest.Recorder{}
 	idemtest.Op(f, e, opEffect(&n), idemtest.OpCase{Request: opRequest(), Checks: []idemtest.Check{idemtest.LostAnswers}})
-	f.wantOnly(t, idemtest.LostAnswers, "lost the answers", "want one successful answer", "fix: keep Config.StoreRetries")
+	wantOnly(t, f, idemtest.LostAnswers, "lost the answers", "want one successful answer", "fix: keep Config.StoreRetries")
 }
 
 // forever caches answers by key in front of the engine, forever.
@@ -306,9 +279,9 @@ func TestRetentionFailsOnCacheThatNeverExpires(t *testing.T) {
 		h, err := protected(a)(e)
 		return &forever{seen: seen, next: h}, err
 	}
-	f := &fakeTB{}
+	f := &idemtest.Recorder{}
 	idemtest.HTTP(f, &idemtest.Built{Build: build, Config: idem.Config{TTL: time.Hour}}, idemtest.Case{Path: "/charges", Body: body, Effects: a.count, Checks: []idemtest.Check{idemtest.Retention}})
-	f.wantOnly(t, idemtest.Retention, "1h0m1s later (TTL 1h0m0s)", "want exactly 2")
+	wantOnly(t, f, idemtest.Retention, "1h0m1s later (TTL 1h0m0s)", "want exactly 2")
 }
 
 func TestObservabilityFailsWhenBuildIgnoresEngine(t *testing.T) {
@@ -320,7 +293,7 @@ func TestObservabilityFailsWhenBuildIgnoresEngine(t *testing.T) {
 		}
 		return protected(a)(own)
 	}
-	f := &fakeTB{}
+	f := &idemtest.Recorder{}
 	idemtest.HTTP(f, &idemtest.Built{Build: build}, idemtest.Case{Path: "/charges", Body: body, Effects: a.count, Checks: []idemtest.Check{idemtest.Observability}})
-	f.wantOnly(t, idemtest.Observability, "the observer saw outcomes []", "want [first replay mismatch]", "fix: Build must wire the engine")
+	wantOnly(t, f, idemtest.Observability, "the observer saw outcomes []", "want [first replay mismatch]", "fix: Build must wire the engine")
 }

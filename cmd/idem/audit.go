@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/internal/burst"
 	"github.com/idemkit/idem/internal/jsonmembers"
 )
 
@@ -627,18 +628,7 @@ func (a *auditor) concurrency(ctx context.Context) (string, error) {
 	answers := make([]*reply, n)
 	errs := make([]error, n)
 	err := a.counted(ctx, 1, fmt.Sprintf("%d identical requests sent at once", n), func() error {
-		var start, done sync.WaitGroup
-		start.Add(1)
-		for i := range answers {
-			done.Add(1)
-			go func() {
-				defer done.Done()
-				start.Wait()
-				answers[i], errs[i] = a.send(ctx, key, a.body)
-			}()
-		}
-		start.Done()
-		done.Wait()
+		burst.Run(n, func(i int) { answers[i], errs[i] = a.send(ctx, key, a.body) })
 		return errors.Join(errs...)
 	})
 	a.concAnswers = answers

@@ -1,9 +1,7 @@
 package idemtestexample
 
 import (
-	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,35 +21,14 @@ func TestCorrectHandlerPasses(t *testing.T) {
 	idemtest.HTTP(t, &idemtest.Built{Build: Correct(l), Config: idem.Config{Lease: time.Second}}, chargeCase(l))
 }
 
-// recorder stands in for the test's *testing.T and keeps idemtest's
-// failures, so that these tests can assert them.
-type recorder struct {
-	testing.TB
-	mu   sync.Mutex
-	errs []string
-}
-
-func (r *recorder) Helper()             {}
-func (r *recorder) Logf(string, ...any) {}
-func (r *recorder) Errorf(f string, a ...any) {
-	r.mu.Lock()
-	r.errs = append(r.errs, fmt.Sprintf(f, a...))
-	r.mu.Unlock()
-}
-
-// caught asserts that check c failed with a message holding every want,
-// and logs what idemtest said.
-func (r *recorder) caught(t *testing.T, c idemtest.Check, want ...string) {
+// caught asserts that check c failed in rec with a message holding every
+// want, and logs what idemtest said.
+func caught(t *testing.T, rec *idemtest.Recorder, c idemtest.Check, want ...string) {
 	t.Helper()
-	for _, e := range r.errs {
+	for _, e := range rec.All() {
 		t.Log(e)
 	}
-	var msg string
-	for _, e := range r.errs {
-		if strings.HasPrefix(e, "idemtest: "+string(c)+":") {
-			msg += e + "\n"
-		}
-	}
+	msg := strings.Join(rec.Failures(c), "\n")
 	if msg == "" {
 		t.Fatalf("idemtest did not report a %s failure", c)
 	}
@@ -64,21 +41,21 @@ func (r *recorder) caught(t *testing.T, c idemtest.Check, want ...string) {
 
 func TestCheckThenActIsCaught(t *testing.T) {
 	l := &Ledger{}
-	r := &recorder{}
+	r := &idemtest.Recorder{}
 	idemtest.HTTP(r, CheckThenAct(l), chargeCase(l))
-	r.caught(t, idemtest.Concurrency, "16 times at once", "want exactly 1", "check-then-act")
+	caught(t, r, idemtest.Concurrency, "16 times at once", "want exactly 1", "check-then-act")
 }
 
 func TestUUIDKeyIsCaught(t *testing.T) {
 	l := &Ledger{}
-	r := &recorder{}
+	r := &idemtest.Recorder{}
 	idemtest.HTTP(r, &idemtest.Built{Build: UUIDKey(l), Config: idem.Config{Lease: time.Second}}, chargeCase(l))
-	r.caught(t, idemtest.Replay, "twice", "the effect ran 2 time(s)", "never from a value made per request (a uuid")
+	caught(t, r, idemtest.Replay, "twice", "the effect ran 2 time(s)", "never from a value made per request (a uuid")
 }
 
 func TestNoFingerprintIsCaught(t *testing.T) {
 	l := &Ledger{}
-	r := &recorder{}
+	r := &idemtest.Recorder{}
 	idemtest.HTTP(r, &idemtest.Built{Build: NoFingerprint(l), Config: idem.Config{Lease: time.Second}}, chargeCase(l))
-	r.caught(t, idemtest.Divergence, "idem_changed", "want a refusal (HTTP 422", "fingerprint the request")
+	caught(t, r, idemtest.Divergence, "idem_changed", "want a refusal (HTTP 422", "fingerprint the request")
 }
