@@ -166,7 +166,7 @@ func (c *checkThenAct) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(b)
 		return
 	}
-	time.Sleep(10 * time.Millisecond) // the effect takes time
+	time.Sleep(50 * time.Millisecond) // the effect takes time
 	rec := &bodyOnly{h: http.Header{}}
 	c.app.ServeHTTP(rec, r)
 	c.mu.Lock()

@@ -75,7 +75,7 @@ func CheckThenAct(l *Ledger) http.Handler {
 			_, _ = w.Write(b)
 			return
 		}
-		time.Sleep(5 * time.Millisecond) // the provider call
+		time.Sleep(50 * time.Millisecond) // the provider call
 		rec := &capture{header: http.Header{}}
 		app.ServeHTTP(rec, r)
 		mu.Lock()
