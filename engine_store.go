@@ -180,6 +180,12 @@ func (e *Engine) get(ctx context.Context, scope, key string) (*Record, error) {
 	return out, err
 }
 
+// LogHash is how idem names a (scope, key) in its logs: the first 8 bytes
+// of SHA-256(scope NUL key), in hex. It hides both while keeping log lines
+// about one record — the engine's, the proxy's, an application's —
+// correlatable. LogHash(scope, "") names a scope.
+func LogHash(scope, key string) string { return hashForLog(scope, key) }
+
 // hashForLog hides a key and scope in logs while keeping them correlatable.
 func hashForLog(scope, key string) string {
 	s := sha256.Sum256([]byte(scope + "\x00" + key))

@@ -19,6 +19,13 @@ type Intent struct {
 	// ForwardKey is the key forwarded to the provider. Empty means the
 	// request's key. It must be stable across every attempt of the intent.
 	ForwardKey string `json:"forward_key,omitempty"`
+	// Origin names what made the record and so decodes its result; a
+	// decision taken outside the request path (reconciliation, recovery,
+	// an operator) stores a result of that form. Empty means an engine
+	// caller ([Do] and [Engine.DoBytes]): the result is the handler's
+	// value in the engine's codec. idemhttp's middleware (and idem proxy)
+	// writes "http": the result is a recorded HTTP response.
+	Origin string `json:"origin,omitempty"`
 	// Fields holds any other business fields.
 	Fields map[string]string `json:"fields,omitempty"`
 }

@@ -12,7 +12,7 @@ func encodeIntent(in *Intent) []byte {
 	var arr [8]string
 	keys := arr[:0]
 	var v0 string // the value of a single field, saving its lookup
-	n := 16 + len(in.Operation) + len(in.Currency) + len(in.Counterparty) + len(in.ForwardKey)
+	n := 16 + len(in.Operation) + len(in.Currency) + len(in.Counterparty) + len(in.ForwardKey) + len(in.Origin)
 	for k, v := range in.Fields {
 		keys = append(keys, k)
 		v0 = v
@@ -49,6 +49,10 @@ func encodeIntent(in *Intent) []byte {
 	if in.ForwardKey != "" {
 		field("forward_key")
 		b = appendJSONString(b, in.ForwardKey)
+	}
+	if in.Origin != "" {
+		field("origin")
+		b = appendJSONString(b, in.Origin)
 	}
 	if len(in.Fields) > 0 {
 		field("fields")

@@ -12,7 +12,7 @@ func TestEncodeIntentMatchesEncodingJSON(t *testing.T) {
 	cases := []*Intent{{}, {Amount: -5}, {Operation: "op", Amount: 5000, Currency: "EUR", Counterparty: "psp", ForwardKey: "fk"}}
 	for _, s := range strs {
 		cases = append(cases,
-			&Intent{Operation: s, Currency: s, Counterparty: s, ForwardKey: s},
+			&Intent{Operation: s, Currency: s, Counterparty: s, ForwardKey: s, Origin: s},
 			&Intent{Fields: map[string]string{s: s, "z" + s: "v", "a": s}},
 			&Intent{Operation: "x", Fields: map[string]string{}})
 	}
@@ -31,7 +31,7 @@ func FuzzEncodeIntent(f *testing.F) {
 	f.Add("op", "EUR", "k", "v", int64(3))
 	f.Add("<\u2028>", "\xff", "\x00", "\"\\", int64(-1))
 	f.Fuzz(func(t *testing.T, op, cur, k, v string, amount int64) {
-		in := &Intent{Operation: op, Currency: cur, Amount: amount, Fields: map[string]string{k: v, v: k}}
+		in := &Intent{Operation: op, Currency: cur, Amount: amount, Origin: k, Fields: map[string]string{k: v, v: k}}
 		want, err := json.Marshal(in)
 		if err != nil {
 			t.Skip()

@@ -44,6 +44,12 @@ const (
 	// it (Delta -1: applied to the store, or dropped because the record
 	// moved on). Scope and Key are set for one outcome.
 	EventSpool
+	// EventClientGone: the client of a request whose effect ran went away
+	// (disconnected, or stopped reading its response) before the response
+	// reached it. The effect and its recorded outcome are not affected.
+	// Reported by adapters (idemhttp), not by the engine. Operation,
+	// Scope, Key.
+	EventClientGone
 )
 
 // Event is what the engine reports to an [Observer]. Scope and Key are the

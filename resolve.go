@@ -20,6 +20,14 @@ type Resolution struct {
 	Force bool
 	// Actor and Reason are logged with the resolution: who decided and why.
 	Actor, Reason string
+	// IfFence, when not zero, is the fence of the record as the decider
+	// saw it: the resolution is applied only if the record still has that
+	// fence, in the same atomic write, and otherwise refused with
+	// ErrFenced. Two deciders racing on one record (an operator and the
+	// reconciler, two reconcilers) then cannot both win: every resolution
+	// bumps the fence, so the second one's precondition fails. Defaults to
+	// 0: no precondition beyond the state.
+	IfFence int64
 }
 
 // Resolve decides a record: by default only an unknown one (ErrFenced for
@@ -41,7 +49,10 @@ func (e *Engine) Resolve(ctx context.Context, scope string, key Key, r Resolutio
 		from = []State{StateUnknown, StateInProgress, StateSucceeded, StateFailed}
 	}
 	now := e.now()
-	p := ResolveParams{Scope: scope, Key: string(key), From: from, To: r.As, Release: r.Release,
+	if r.IfFence < 0 {
+		return nil, fmt.Errorf("idem: Resolve: IfFence must not be negative, got %d", r.IfFence)
+	}
+	p := ResolveParams{Scope: scope, Key: string(key), Fence: r.IfFence, From: from, To: r.As, Release: r.Release,
 		AttemptID: "resolve-" + newAttemptID(), Result: r.Result, Now: now}
 	if r.As.Terminal() {
 		p.ExpiresAt = now.Add(e.cfg.TTL)
@@ -49,7 +60,17 @@ func (e *Engine) Resolve(ctx context.Context, scope string, key Key, r Resolutio
 	e.cache.invalidate(scope, string(key))
 	rec, err := e.resolve(ctx, p)
 	e.cache.invalidate(scope, string(key)) // and again, in case a replay refilled it meanwhile
+	if errors.Is(err, ErrFenced) && !r.Release {
+		// A retried write whose first try committed finds its own attempt
+		// id on the record: that is this resolution, not another one.
+		if cur, gerr := e.get(ctx, scope, string(key)); gerr == nil && cur.AttemptID == p.AttemptID {
+			rec, err = cur, nil
+		}
+	}
 	if err != nil {
+		if errors.Is(err, ErrFenced) && r.IfFence != 0 {
+			return nil, fmt.Errorf("%w: the record changed since fence %d was read (another decision or attempt came first)", err, r.IfFence)
+		}
 		if errors.Is(err, ErrFenced) && !r.Force {
 			return nil, fmt.Errorf("%w: record is not unknown; use Force to change a decided record", err)
 		}

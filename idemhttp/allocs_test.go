@@ -105,9 +105,12 @@ func TestMiddlewareAllocations(t *testing.T) {
 }
 
 // The byte ceilings are today's figures with a little room (a sync.Pool
-// emptied by a collection during the runs costs a buffer).
+// emptied by a collection during the runs costs a buffer). The first
+// request's figure includes the intent's `"origin":"http"` (16 bytes, in the
+// encoded journal and in the store's copy of it), which lets a decision
+// taken outside the request path store a result the middleware replays.
 const (
-	maxFirstBytes  = 3150
+	maxFirstBytes  = 3190
 	maxReplayBytes = 600
 )
 

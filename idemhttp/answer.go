@@ -14,13 +14,13 @@ import (
 func (m *Middleware) answer(w http.ResponseWriter, r *http.Request, res idem.Result, err error, in *input) {
 	switch {
 	case err == nil && res.Replayed, err != nil && replayedFailure(err):
-		m.replay(w, res.Value)
+		m.replay(w, r, res.Value)
 	case err == nil:
 		// Not reachable: without a replay the handler ran. Be explicit
 		// rather than answer nothing.
 		WriteProblem(w, problem(TypeInternal, http.StatusInternalServerError, "internal error", ""))
 	default:
-		WriteProblem(w, m.errorProblem(err, in))
+		WriteProblem(w, m.errorProblem(r.Context(), err, in))
 	}
 }
 
@@ -32,7 +32,7 @@ func replayedFailure(err error) bool {
 	return errors.As(err, &fe) && fe.Replayed
 }
 
-func (m *Middleware) errorProblem(err error, in *input) *Problem {
+func (m *Middleware) errorProblem(ctx context.Context, err error, in *input) *Problem {
 	retry := retrySeconds(m.engine.Config().RetryAfter)
 	var (
 		me *idem.MismatchError
@@ -62,18 +62,39 @@ func (m *Middleware) errorProblem(err error, in *input) *Problem {
 		// The engine refused the scope before claiming anything.
 		return problem(TypeScopeInvalid, http.StatusBadRequest, "invalid scope",
 			"the principal this request's key is scoped by cannot be used as a scope: "+se.Reason)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		// A store call cut short because the client went away is not the
+		// store's failure.
+		errors.Is(err, idem.ErrStoreUnavailable) && errors.Is(ctx.Err(), context.Canceled):
+		return m.cancelled(ctx, err, "the request's context ended before it was run or replayed; it was not run and may be retried with the same key")
 	case errors.Is(err, idem.ErrStoreUnavailable), errors.Is(err, idem.ErrClosed):
 		p := problem(TypeStoreUnavailable, http.StatusServiceUnavailable, "idempotency store unavailable",
 			"the request was not run: it cannot be protected against duplicates right now")
 		p.RetryAfter = retry
 		return p
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		p := problem(TypeRequestCancelled, http.StatusServiceUnavailable, "request cancelled", "the request was not run")
-		p.RetryAfter = retry
-		return p
 	}
 	m.cfg.Logger.Error("idemhttp: unexpected engine error", "err", err)
 	return problem(TypeInternal, http.StatusInternalServerError, "internal error", "")
+}
+
+// StatusClientClosedRequest is the status of a [TypeRequestCancelled]
+// problem when the client went away: 499, nginx's "Client Closed Request".
+// It is not a registered status; it is chosen so that access logs and
+// metrics tell a client that left from a server that failed (5xx) or a
+// request that was wrong (other 4xx). Nobody is left to read it.
+const StatusClientClosedRequest = 499
+
+// cancelled is the problem for a request whose context ended before it was
+// run: 499 when the client went away, 503 with Retry-After when a deadline
+// set on the server's side passed (the client may still be waiting, and
+// may retry).
+func (m *Middleware) cancelled(ctx context.Context, err error, detail string) *Problem {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) || ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		p := problem(TypeRequestCancelled, http.StatusServiceUnavailable, "request cancelled", detail)
+		p.RetryAfter = retrySeconds(m.engine.Config().RetryAfter)
+		return p
+	}
+	return problem(TypeRequestCancelled, StatusClientClosedRequest, "request cancelled", detail)
 }
 
 // mismatchFields names the top-level JSON members that differ between the
@@ -118,9 +139,9 @@ func mismatchFields(rec *idem.Record, in *input) []string {
 }
 
 // replay writes a recorded response.
-func (m *Middleware) replay(w http.ResponseWriter, b []byte) {
+func (m *Middleware) replay(w http.ResponseWriter, r *http.Request, b []byte) {
 	if isLegacyRecord(b) {
-		m.replayLegacy(w, b)
+		m.replayLegacy(w, r, b)
 		return
 	}
 	v, err := parseRecord(b)
@@ -149,12 +170,11 @@ func (m *Middleware) replay(w http.ResponseWriter, b []byte) {
 			h[ck] = vals
 		}
 	})
-	w.WriteHeader(v.status)
-	_, _ = w.Write(v.body)
+	m.sendReplay(w, r, v.status, v.body)
 }
 
 // replayLegacy writes a response recorded in the JSON format (version 1).
-func (m *Middleware) replayLegacy(w http.ResponseWriter, b []byte) {
+func (m *Middleware) replayLegacy(w http.ResponseWriter, r *http.Request, b []byte) {
 	rr, err := decodeLegacy(b)
 	if err != nil {
 		m.unreadable(w, err)
@@ -171,8 +191,7 @@ func (m *Middleware) replayLegacy(w http.ResponseWriter, b []byte) {
 			h[ck] = vs
 		}
 	}
-	w.WriteHeader(rr.Status)
-	_, _ = w.Write(rr.Body)
+	m.sendReplay(w, r, rr.Status, rr.Body)
 }
 
 func (m *Middleware) unreadable(w http.ResponseWriter, err error) {

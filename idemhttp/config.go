@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
+
+	"github.com/idemkit/idem"
 )
 
 // Default limits.
 const (
-	DefaultMaxBody     = 1 << 20
-	DefaultMaxResponse = 1 << 20
+	DefaultMaxBody      = 1 << 20
+	DefaultMaxResponse  = 1 << 20
+	DefaultWriteTimeout = 30 * time.Second
 )
 
 // Config configures a [Middleware].
@@ -26,11 +30,20 @@ type Config struct {
 	// MaxBody bounds the request body read to fingerprint it; a larger body
 	// is refused with 413 before anything is claimed. Defaults to 1 MiB.
 	MaxBody int64
-	// MaxResponse bounds the response body kept in the record. A larger
-	// response is sent in full but recorded as "too large" (never
-	// truncated), and replays answer with a response-too-large problem.
-	// Defaults to 1 MiB.
+	// MaxResponse bounds the response body kept in the record. A response
+	// is held until its outcome is recorded and only then written to the
+	// client; one that grows larger is sent from that point on as the
+	// handler writes it, recorded as "too large" (never truncated), and
+	// replays answer with a response-too-large problem. Defaults to 1 MiB.
 	MaxResponse int64
+	// WriteTimeout bounds how long the client may take to accept each
+	// 64 KiB of a protected request's response (recorded or replayed): a
+	// client that stops reading is given up on, without affecting the
+	// outcome, which is recorded before the response is written. It is set
+	// with http.ResponseController.SetWriteDeadline and replaces the
+	// server's WriteTimeout for these responses. Negative: no limit.
+	// Defaults to 30s.
+	WriteTimeout time.Duration
 	// RecordHeaders names response headers recorded and replayed in
 	// addition to [DefaultRecordHeaders]. Set-Cookie, Authorization,
 	// hop-by-hop headers, Content-Length and Date are refused. Defaults to
@@ -49,6 +62,15 @@ type Config struct {
 	// unknown first. http.ErrAbortHandler always propagates. Defaults to
 	// false: the panic reaches the surrounding stack.
 	RecoverPanics bool
+	// Intent, when set, adds business fields to the intent journal
+	// written with each claim, before the handler runs: the amount and
+	// currency reconciliation compares with the provider's settlement,
+	// the counterparty, the key forwarded to the provider, other Fields.
+	// It gets the request and its body (read-only) and is called only when
+	// a claim is written, never on a replay. Operation is the rule's and
+	// Fields holds the body's digests; Origin is set by the middleware
+	// after the hook. Defaults to none.
+	Intent func(r *http.Request, body []byte, in *idem.Intent)
 	// Logger receives errors that cannot be reported to the client (an
 	// outcome that could not be recorded after the response was sent).
 	// Defaults to the engine's logger.
@@ -79,6 +101,9 @@ func (c *Config) fill(engineLogger *slog.Logger) error {
 		errs = append(errs, fmt.Errorf("idemhttp: Config.MaxResponse must not be negative, got %d", c.MaxResponse))
 	case c.MaxResponse == 0:
 		c.MaxResponse = DefaultMaxResponse
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = DefaultWriteTimeout
 	}
 	for _, s := range c.ReleaseStatuses {
 		if s < 100 || s > 999 {

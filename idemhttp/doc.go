@@ -9,11 +9,13 @@
 // (bounded: 413 before anything is claimed), fingerprints method, route and
 // canonical body, and runs the handler through an [idem.Engine]:
 //
-//   - first request: the handler runs, its response goes to the client as
-//     written (streaming works) and is recorded: status, an allow-list of
-//     headers ([DefaultRecordHeaders]; never Set-Cookie, Authorization or
-//     hop-by-hop headers) and the body, or a "too large" mark above
-//     Config.MaxResponse;
+//   - first request: the handler runs and its response is recorded —
+//     status, an allow-list of headers ([DefaultRecordHeaders]; never
+//     Set-Cookie, Authorization or hop-by-hop headers) and the body, or a
+//     "too large" mark above Config.MaxResponse — before it is written to
+//     the client (a flush reaches the client only once the body is past
+//     MaxResponse). A client that leaves or stops reading changes nothing
+//     about the outcome; it is reported as [idem.EventClientGone];
 //   - duplicate: the recorded response, with Idempotent-Replayed: true;
 //   - same key, other request: 422, naming the top-level JSON fields that
 //     differ, never their values;
@@ -21,7 +23,10 @@
 //     a replay (idem.InFlightWait);
 //   - outcome unknown (lease expired, crash, [MarkUnknown], panic): 409
 //     with its own problem type, never a re-run;
-//   - store unavailable: 503; the handler does not run unprotected.
+//   - store unavailable: 503; the handler does not run unprotected;
+//   - client gone before the claim: 499 ([StatusClientClosedRequest]),
+//     nothing claimed;
+//   - a request asking to switch protocols (Upgrade): 400, nothing claimed.
 //
 // Every error is application/problem+json (RFC 9457) with a stable type
 // URI (the Type constants), documented in docs/http.md.

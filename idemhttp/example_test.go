@@ -165,3 +165,52 @@ func ExampleRetrier() {
 	// 201 charged once, key "order-42"
 	// attempts: 2
 }
+
+// A client that went away before its request was claimed gets
+// request-cancelled with status 499, not a store error; nothing was run.
+// (Nobody reads the answer; logs and metrics tell it apart from a failing
+// server.)
+func ExampleStatusClientClosedRequest() {
+	engine, err := idem.New(memstore.New(), idem.Config{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer engine.Close()
+	mw, err := idemhttp.New(engine, idemhttp.Config{Scope: idemhttp.GlobalScope})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Println("charged") }))
+	ctx, hangUp := context.WithCancel(context.Background())
+	hangUp() // the client left
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, post("order-42", `{"amount":5000}`).WithContext(ctx))
+	var p idemhttp.Problem
+	_ = json.Unmarshal(w.Body.Bytes(), &p)
+	fmt.Println(w.Code, p.Type == idemhttp.TypeRequestCancelled)
+	// Output: 499 true
+}
+
+// Config.WriteTimeout bounds how long a client may take to accept each
+// 64 KiB of a protected response. The outcome is recorded before the
+// response is written, so a client that stops reading is given up on
+// without changing it; EventClientGone reports it.
+func ExampleConfig_writeTimeout() {
+	var gone atomic.Int64
+	obs := idem.ObserverFunc(func(_ context.Context, ev idem.Event) {
+		if ev.Kind == idem.EventClientGone {
+			gone.Add(1)
+		}
+	})
+	engine, err := idem.New(memstore.New(), idem.Config{Observer: obs})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer engine.Close()
+	_, err = idemhttp.New(engine, idemhttp.Config{Scope: idemhttp.GlobalScope, WriteTimeout: 10 * time.Second})
+	fmt.Println(err, gone.Load())
+	// Output: <nil> 0
+}

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/idemkit/idem"
 )
@@ -21,6 +24,7 @@ type Middleware struct {
 	engine *idem.Engine
 	cfg    Config
 	allow  map[string]bool
+	obs    idem.Observer // the engine's
 }
 
 // New returns a middleware running intents through engine. It fails when
@@ -36,7 +40,7 @@ func New(engine *idem.Engine, cfg Config) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Middleware{engine: engine, cfg: cfg, allow: allow}, nil
+	return &Middleware{engine: engine, cfg: cfg, allow: allow, obs: engine.Config().Observer}, nil
 }
 
 // Handler wraps next. It works with any router that takes net/http
@@ -45,12 +49,14 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
 }
 
-func (m *Middleware) rule(r *http.Request) *Rule {
-	if safeMethod(r.Method) {
+// rule is the rule that protects r, whose method, upper-cased, is method;
+// nil when r is exempt.
+func (m *Middleware) rule(method string, r *http.Request) *Rule {
+	if safeMethod(method) {
 		return nil
 	}
 	for i := range m.cfg.Rules {
-		if ru := &m.cfg.Rules[i]; ru.matches(r) {
+		if ru := &m.cfg.Rules[i]; ru.matches(method, r) {
 			if ru.Requirement == Exempt {
 				return nil
 			}
@@ -61,7 +67,11 @@ func (m *Middleware) rule(r *http.Request) *Rule {
 }
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	ru := m.rule(r)
+	// Method names are case-sensitive in HTTP, but "post" is nobody's
+	// other method: it is matched, fingerprinted, counted and handled as
+	// "POST", so both spellings share one record and one metric label.
+	method := strings.ToUpper(r.Method) // no allocation when already upper case
+	ru := m.rule(method, r)
 	if ru == nil {
 		next.ServeHTTP(w, r)
 		return
@@ -78,6 +88,18 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	case err != nil:
 		WriteProblem(w, problem(TypeKeyInvalid, http.StatusBadRequest, "invalid Idempotency-Key", keyReason(err)))
 		return
+	}
+	if len(r.Header["Upgrade"]) > 0 {
+		// A switched protocol's exchange cannot be recorded or replayed:
+		// refuse before anything is claimed, rather than leave an unknown.
+		WriteProblem(w, problem(TypeUpgradeRefused, http.StatusBadRequest, "protocol upgrade refused",
+			"a request carrying an Idempotency-Key cannot switch protocols (Upgrade: "+r.Header.Get("Upgrade")+
+				"); nothing was claimed: send it without the Upgrade header"))
+		return
+	}
+	if method != r.Method {
+		r = r.WithContext(r.Context()) // a shallow copy, so as not to change the caller's
+		r.Method = method
 	}
 	scope, err := m.cfg.Scope(r)
 	if err != nil {
@@ -211,7 +233,13 @@ func (m *Middleware) prepare(r *http.Request, in *input) *Problem {
 	if r.Body != nil && r.Body != http.NoBody {
 		b, err := readBody(r.Body, r.ContentLength, m.cfg.MaxBody)
 		_ = r.Body.Close()
-		if err != nil {
+		switch {
+		case err == nil:
+		case maxBytes(err):
+			return m.tooLarge() // an http.MaxBytesReader around us said so
+		case clientWentAway(r, err):
+			return m.cancelled(r.Context(), err, "the client went away before its request body arrived in full; nothing was claimed and it may be retried with the same key")
+		default:
 			return problem(TypeBodyUnreadable, http.StatusBadRequest, "request body unreadable",
 				"the request body could not be read; nothing was claimed and it may be retried with the same key")
 		}
@@ -267,6 +295,27 @@ func readBody(body io.Reader, hint, limit int64) ([]byte, error) {
 	}
 }
 
+// maxBytes reports whether err is an http.MaxBytesReader's refusal. (Its
+// own function, so that the variable errors.As needs is not allocated on
+// every call.)
+func maxBytes(err error) bool {
+	var mbe *http.MaxBytesError
+	return errors.As(err, &mbe)
+}
+
+// clientWentAway reports whether reading r's body failed because the
+// client went away (closed or half-closed its connection, reset it, or
+// stopped sending) rather than because what it sent is malformed.
+func clientWentAway(r *http.Request, err error) bool {
+	if r.Context().Err() != nil {
+		return true
+	}
+	var ne net.Error
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		(errors.As(err, &ne) && ne.Timeout())
+}
+
 func jsonReason(err error) string {
 	var je *idem.JSONError
 	if errors.As(err, &je) {
@@ -289,13 +338,17 @@ type call struct {
 	rec    recorder
 	// bodyOff is how much of in.body the handler has read (see callBody).
 	bodyOff int
-	ran     bool // the handler was called: its response went to the client
+	ran     bool // the handler was called: rec holds its response
 }
 
 // BuildIntent implements idem.IntentBuilder: the journal written with the
 // claim names the operation and holds the body's per-member digests.
 func (c *call) BuildIntent() *idem.Intent {
 	c.intent.Fields = c.in.intentFields()
+	if c.m.cfg.Intent != nil {
+		c.m.cfg.Intent(c.r, c.in.body, &c.intent)
+	}
+	c.intent.Origin = Origin
 	return &c.intent
 }
 
@@ -309,22 +362,55 @@ func (c *call) run(req idem.Request) {
 					panic(p)
 				}
 				m.cfg.Logger.Error("idemhttp: handler panicked; record marked unknown", "panic", fmt.Sprint(p))
-				if !c.ran || !c.rec.wrote {
+				if !c.ran || !c.rec.passing {
+					// What the handler wrote is dropped: the client gets the
+					// truth, an error of unknown outcome.
+					setWriteDeadline(c.w, m.cfg.WriteTimeout)
 					WriteProblem(c.w, problem(TypeInternal, http.StatusInternalServerError, "internal error", ""))
 				}
 			}
 		}()
 	}
 	res, err := m.engine.DoBytes(c.r.Context(), req, c.effect)
-	if c.ran {
-		// The handler ran and its response went to the client as written;
-		// all that is left is to report what could not be recorded.
-		if err != nil && !errors.Is(err, idem.ErrReleased) && !errors.Is(err, idem.ErrUnknownOutcome) && !errors.Is(err, idem.ErrUnknown) {
-			m.cfg.Logger.Error("idemhttp: response sent but its outcome was not recorded; the record becomes unknown after its lease", "err", err)
-		}
+	if !c.ran {
+		setWriteDeadline(c.w, m.cfg.WriteTimeout)
+		m.answer(c.w, c.r, res, err, &c.in)
 		return
 	}
-	m.answer(c.w, c.r, res, err, &c.in)
+	// The handler ran and its outcome is decided (recorded, released or
+	// unknown): only now does its response go to the client.
+	if c.rec.switched {
+		m.cfg.Logger.Error("idemhttp: a protected handler switched protocols (101 or hijack); its outcome is unknown",
+			"operation", req.Operation)
+		setWriteDeadline(c.w, m.cfg.WriteTimeout)
+		WriteProblem(c.w, problem(TypeInternal, http.StatusInternalServerError, "internal error",
+			"the handler tried to switch protocols, which a request with an Idempotency-Key cannot do; its outcome is unknown"))
+	} else {
+		c.rec.send()
+	}
+	if err != nil && !errors.Is(err, idem.ErrReleased) && !errors.Is(err, idem.ErrUnknownOutcome) && !errors.Is(err, idem.ErrUnknown) {
+		m.cfg.Logger.Error("idemhttp: response sent but its outcome was not recorded; the record becomes unknown after its lease", "err", err)
+	}
+	if c.rec.gone || errors.Is(c.r.Context().Err(), context.Canceled) {
+		c.clientGone(&req, err)
+	}
+}
+
+// clientGone reports a client that went away while its request ran or
+// before its response reached it. The outcome is the intent's, recorded
+// or not as err says, whatever the client did.
+func (c *call) clientGone(req *idem.Request, err error) {
+	outcome := "recorded"
+	switch {
+	case errors.Is(err, idem.ErrReleased):
+		outcome = "released"
+	case errors.Is(err, idem.ErrUnknownOutcome):
+		outcome = "unknown"
+	case err != nil:
+		outcome = "not recorded" // the error is logged above
+	}
+	c.m.cfg.Logger.Info("idemhttp: the client went away before its response reached it", "operation", req.Operation, "outcome", outcome)
+	c.m.obs.Observe(c.r.Context(), idem.Event{Kind: idem.EventClientGone, Operation: req.Operation, Scope: req.Scope, Key: string(req.Key)})
 }
 
 // effect runs the handler on the request, its body restored, under the
@@ -352,6 +438,8 @@ func (c *call) outcome() ([]byte, error) {
 	switch {
 	case unknown:
 		return nil, idem.Unknown(errMarkedUnknown)
+	case c.rec.switched:
+		return nil, idem.Unknown(errSwitchProtocols)
 	case release || slices.Contains(c.m.cfg.ReleaseStatuses, c.rec.finalStatus()):
 		return nil, idem.Release(nil)
 	}

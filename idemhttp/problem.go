@@ -59,11 +59,21 @@ const (
 	// went away or sent a malformed chunked body); nothing was claimed
 	// (400).
 	TypeBodyUnreadable = ProblemBase + "body-unreadable"
-	// TypeRequestCancelled: the request's context ended (the client went
-	// away, or a deadline passed) before it was run or replayed, e.g.
-	// while it waited for a duplicate in flight; it was not run (503, with
-	// Retry-After).
+	// TypeRequestCancelled: the client went away (closed, half-closed or
+	// reset its connection, also while sending the body) or the request's
+	// context ended before it was run or replayed, e.g. while it waited for
+	// a duplicate in flight; nothing was claimed for it, or its claim was
+	// released ([StatusClientClosedRequest], 499; 503 with Retry-After
+	// when a server-side deadline passed). It is not a store error.
 	TypeRequestCancelled = ProblemBase + "request-cancelled"
+	// TypeUpgradeRefused: a request with a key asked to switch protocols
+	// (an Upgrade header); nothing was claimed (400).
+	TypeUpgradeRefused = ProblemBase + "upgrade-refused"
+	// TypeEncodingNotAcceptable: the recorded response has a content
+	// coding the request's Accept-Encoding does not accept and that cannot
+	// be decoded for it (406). The request was applied: retry with an
+	// Accept-Encoding that accepts the coding named.
+	TypeEncodingNotAcceptable = ProblemBase + "encoding-not-acceptable"
 	// TypeScopeInvalid: the scope the request maps to (Config.Scope) is
 	// not one idem can keep: longer than 255 bytes, not UTF-8, or with a
 	// control character (see idem.ValidateScope); nothing was claimed
@@ -120,23 +130,25 @@ type ProblemError struct {
 type stripeError struct{ typ, code, retry string }
 
 var stripeErrors = map[string]stripeError{
-	TypeKeyMissing:          {"invalid_request_error", "idempotency_key_missing", "false"},
-	TypeKeyInvalid:          {"invalid_request_error", "idempotency_key_invalid", "false"},
-	TypeBodyTooLarge:        {"invalid_request_error", "body_too_large", "false"},
-	TypeBodyInvalidJSON:     {"invalid_request_error", "body_invalid_json", "false"},
-	TypeBodyUnreadable:      {"invalid_request_error", "body_unreadable", ""},
-	TypeKeyMismatch:         {"invalid_request_error", "idempotency_key_mismatch", "false"},
-	TypeInFlight:            {"idempotency_error", "idempotency_key_in_use", "true"},
-	TypeOutcomeUnknown:      {"idempotency_error", "idempotency_outcome_unknown", "false"},
-	TypeStoreUnavailable:    {"api_error", "store_unavailable", "true"},
-	TypeRequestCancelled:    {"api_error", "request_cancelled", "true"},
-	TypeResponseTooLarge:    {"idempotency_error", "response_too_large", "false"},
-	TypeScopeMissing:        {"invalid_request_error", "scope_missing", "false"},
-	TypeScopeInvalid:        {"invalid_request_error", "scope_invalid", "false"},
-	TypeUpstreamUnreachable: {"api_error", "upstream_unreachable", "true"},
-	TypeUpstreamTimeout:     {"api_error", "upstream_timeout", "false"},
-	TypeRecordUnreadable:    {"api_error", "record_unreadable", "false"},
-	TypeInternal:            {"api_error", "internal_error", ""},
+	TypeKeyMissing:            {"invalid_request_error", "idempotency_key_missing", "false"},
+	TypeKeyInvalid:            {"invalid_request_error", "idempotency_key_invalid", "false"},
+	TypeBodyTooLarge:          {"invalid_request_error", "body_too_large", "false"},
+	TypeBodyInvalidJSON:       {"invalid_request_error", "body_invalid_json", "false"},
+	TypeBodyUnreadable:        {"invalid_request_error", "body_unreadable", ""},
+	TypeKeyMismatch:           {"invalid_request_error", "idempotency_key_mismatch", "false"},
+	TypeInFlight:              {"idempotency_error", "idempotency_key_in_use", "true"},
+	TypeOutcomeUnknown:        {"idempotency_error", "idempotency_outcome_unknown", "false"},
+	TypeStoreUnavailable:      {"api_error", "store_unavailable", "true"},
+	TypeRequestCancelled:      {"api_error", "request_cancelled", "true"},
+	TypeResponseTooLarge:      {"idempotency_error", "response_too_large", "false"},
+	TypeScopeMissing:          {"invalid_request_error", "scope_missing", "false"},
+	TypeScopeInvalid:          {"invalid_request_error", "scope_invalid", "false"},
+	TypeUpstreamUnreachable:   {"api_error", "upstream_unreachable", "true"},
+	TypeUpstreamTimeout:       {"api_error", "upstream_timeout", "false"},
+	TypeRecordUnreadable:      {"api_error", "record_unreadable", "false"},
+	TypeInternal:              {"api_error", "internal_error", ""},
+	TypeUpgradeRefused:        {"invalid_request_error", "upgrade_refused", "false"},
+	TypeEncodingNotAcceptable: {"invalid_request_error", "encoding_not_acceptable", "false"},
 }
 
 // stripeFor returns the Stripe-style reading of a problem type; a type

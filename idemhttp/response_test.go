@@ -1,9 +1,7 @@
 package idemhttp_test
 
 import (
-	"bufio"
 	"context"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -40,40 +38,6 @@ func TestResponseTooLargeIsNotTruncated(t *testing.T) {
 		rr, err := idemhttp.DecodeResponse(rec.Result)
 		if err != nil || !rr.TooLarge || len(rr.Body) != 0 || rr.Size != 100 {
 			t.Fatalf("record = %+v, %v; want too_large, no body, size 100", rr, err)
-		}
-	})
-}
-
-func TestStreamingHandler(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(t *testing.T) idem.Store) {
-		next := make(chan struct{})
-		e := newEnv(t, open, idem.Config{}, idemhttp.Config{}, func(w http.ResponseWriter, r *http.Request) {
-			_, _ = w.Write([]byte("line 1\n"))
-			http.NewResponseController(w).Flush()
-			<-next // the client must have line 1 before line 2 is written
-			_, _ = w.Write([]byte("line 2\n"))
-		})
-		req, _ := http.NewRequest("POST", e.srv.URL+"/s", strings.NewReader("{}"))
-		req.Header.Set(idemhttp.HeaderName, `"s"`)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		br := bufio.NewReader(resp.Body)
-		l1, err := br.ReadString('\n')
-		if err != nil || l1 != "line 1\n" {
-			t.Fatalf("first line %q, %v", l1, err)
-		}
-		close(next)
-		rest, _ := io.ReadAll(br)
-		resp.Body.Close()
-		if string(rest) != "line 2\n" {
-			t.Fatalf("rest %q", rest)
-		}
-		r := e.do("POST", "/s", `"s"`, "{}")
-		if r.body != "line 1\nline 2\n" || r.header.Get(idemhttp.ReplayedHeader) != "true" {
-			t.Fatalf("replay %q", r.body)
 		}
 	})
 }

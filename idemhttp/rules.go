@@ -73,11 +73,12 @@ func (ru *Rule) validate(i int) error {
 	return nil
 }
 
-func (ru *Rule) matches(r *http.Request) bool {
+// matches reports whether r, whose method is method, matches the rule.
+func (ru *Rule) matches(method string, r *http.Request) bool {
 	if len(ru.Methods) > 0 {
 		ok := false
 		for _, m := range ru.Methods {
-			if strings.EqualFold(m, r.Method) {
+			if strings.EqualFold(m, method) {
 				ok = true
 				break
 			}

@@ -7,6 +7,7 @@
 //	idem_in_flight{operation}                   effects running now
 //	idem_wait_seconds                           time duplicates waited for an in-flight attempt
 //	idem_store_op_duration_seconds{op,result}   store operation latency (result: ok, error, or cancelled when the caller went away)
+//	idem_client_gone_total{operation}           clients that went away before their response reached them
 //	idem_spooled_outcomes                       outcomes held in the engine's spool, waiting for the store
 //	idem_duplicate_ratio                        share of calls that found the key already used (replay, conflict, mismatch)
 //
@@ -32,6 +33,7 @@ type Observer struct {
 	inFlight *prometheus.GaugeVec
 	wait     prometheus.Histogram
 	storeOp  *prometheus.HistogramVec
+	gone     *prometheus.CounterVec
 	spooled  prometheus.Gauge
 
 	calls, duplicates atomic.Int64 // for idem_duplicate_ratio
@@ -44,7 +46,7 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 	o := &Observer{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idem_requests_total",
-			Help: "Engine calls by outcome: first, replay, conflict, mismatch, released, failed, unknown, fenced, error, cancelled.",
+			Help: "Engine calls by outcome: first, replay, conflict, mismatch, released, failed, unknown, fenced, error (the store failed), cancelled (the caller went away first).",
 		}, []string{"operation", "outcome"}),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "idem_in_flight",
@@ -60,6 +62,10 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 			Help:    "Store operation latency.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 		}, []string{"op", "result"}),
+		gone: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idem_client_gone_total",
+			Help: "Clients that went away (disconnected or stopped reading) after their effect started, before its response reached them; the outcome is kept.",
+		}, []string{"operation"}),
 		spooled: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "idem_spooled_outcomes",
 			Help: "Outcomes held in the engine's local spool because the store could not take them; applied when it answers.",
@@ -69,7 +75,7 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 		Name: "idem_duplicate_ratio",
 		Help: "Share of engine calls (store errors excluded) that found their key already used: replay, conflict or mismatch.",
 	}, o.duplicateRatio)
-	for _, c := range []prometheus.Collector{o.requests, o.inFlight, o.wait, o.storeOp, o.spooled, ratio} {
+	for _, c := range []prometheus.Collector{o.requests, o.inFlight, o.wait, o.storeOp, o.gone, o.spooled, ratio} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -78,10 +84,14 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 }
 
 // Observe implements [idem.Observer].
-func (o *Observer) Observe(_ context.Context, ev idem.Event) {
+func (o *Observer) Observe(ctx context.Context, ev idem.Event) {
 	switch ev.Kind {
 	case idem.EventOutcome:
-		o.requests.WithLabelValues(ev.Operation, string(ev.Outcome)).Inc()
+		out := string(ev.Outcome)
+		if ev.Outcome == idem.OutcomeError && cancelled(ctx, ev.Err) {
+			out = cancelledLabel
+		}
+		o.requests.WithLabelValues(ev.Operation, out).Inc()
 		o.countDuplicate(ev.Outcome)
 	case idem.EventInFlight:
 		o.inFlight.WithLabelValues(ev.Operation).Add(float64(ev.Delta))
@@ -93,13 +103,29 @@ func (o *Observer) Observe(_ context.Context, ev idem.Event) {
 		result := "ok"
 		switch {
 		case ev.Err == nil, contractAnswer(ev.Err):
-		case errors.Is(ev.Err, context.Canceled), errors.Is(ev.Err, context.DeadlineExceeded):
-			result = "cancelled" // the caller went away: not a store failure
+		case cancelled(ctx, ev.Err):
+			result = cancelledLabel
 		default:
 			result = "error"
 		}
 		o.storeOp.WithLabelValues(ev.StoreOp, result).Observe(ev.Duration.Seconds())
+	case idem.EventClientGone:
+		o.gone.WithLabelValues(ev.Operation).Inc()
 	}
+}
+
+// cancelledLabel is the outcome and result of a call or store operation cut
+// short because its caller went away: not a store failure, so that alerts
+// on store errors do not fire for clients that hang up.
+const cancelledLabel = "cancelled"
+
+// cancelled reports whether a failed call or store operation failed
+// because its caller went away: the error is the context's, or the
+// caller's context was cancelled while it ran (a driver then reports the
+// interruption with an error of its own).
+func cancelled(ctx context.Context, err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(ctx.Err(), context.Canceled)
 }
 
 // contractAnswer reports errors that are the store contract's normal
@@ -111,6 +137,9 @@ func contractAnswer(err error) bool {
 // Requests returns the idem_requests_total counter, for tests and for
 // callers that add their own outcomes.
 func (o *Observer) Requests() *prometheus.CounterVec { return o.requests }
+
+// ClientGone returns the idem_client_gone_total counter.
+func (o *Observer) ClientGone() *prometheus.CounterVec { return o.gone }
 
 // InFlight returns the idem_in_flight gauge.
 func (o *Observer) InFlight() *prometheus.GaugeVec { return o.inFlight }

@@ -118,7 +118,7 @@ func newClaim(p idem.ClaimParams, fence int64) idem.Record {
 		Fence:       fence,
 		AttemptID:   p.AttemptID,
 		Intent:      p.Intent,
-		CreatedAt:   norm(p.Now),
-		LeaseUntil:  norm(p.LeaseUntil),
+		CreatedAt:   sqlcodec.Stored(p.Now),
+		LeaseUntil:  sqlcodec.Stored(p.LeaseUntil),
 	}
 }

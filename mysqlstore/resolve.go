@@ -77,9 +77,40 @@ func (s *Store) resolveRound(ctx context.Context, p idem.ResolveParams) (*idem.R
 func resolved(r idem.Record, p idem.ResolveParams) idem.Record {
 	r.State, r.Fence, r.AttemptID = p.To, r.Fence+1, p.AttemptID
 	if p.To == idem.StateInProgress {
-		r.LeaseUntil, r.CompletedAt, r.ExpiresAt, r.Result = norm(p.LeaseUntil), time.Time{}, time.Time{}, nil
+		r.LeaseUntil, r.CompletedAt, r.ExpiresAt, r.Result = sqlcodec.Stored(p.LeaseUntil), time.Time{}, time.Time{}, nil
 		return r
 	}
-	r.Result, r.CompletedAt, r.ExpiresAt = p.Result, norm(p.Now), norm(p.ExpiresAt)
+	r.Result, r.CompletedAt, r.ExpiresAt = p.Result, sqlcodec.Stored(p.Now), sqlcodec.Stored(p.ExpiresAt)
 	return r
+}
+
+// SetMark implements [idem.Store.SetMark].
+func (s *Store) SetMark(ctx context.Context, scope, key string, fence int64, mark idem.Mark) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	if err := checkIdentity(scope, key); err != nil {
+		return err
+	}
+	if len(mark) > maxMarkLen {
+		return fmt.Errorf("mysqlstore: mark is %d bytes, longer than %d", len(mark), maxMarkLen)
+	}
+	n, err := s.exec(ctx, s.sql.setMark, string(mark), scope, key, fence)
+	if err != nil {
+		return s.wrap("set mark", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	rec, err := s.readRecord(ctx, scope, key, s.decisionRead())
+	if errors.Is(err, errMissing) {
+		return notFound("set mark", scope, key)
+	}
+	if err != nil {
+		return s.wrap("set mark", err)
+	}
+	if rec.Fence != fence {
+		return fenced("set mark", rec, fence, rec.AttemptID)
+	}
+	return nil // the mark already had this value
 }

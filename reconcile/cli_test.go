@@ -161,12 +161,12 @@ func TestCommandOverCountedAndProgress(t *testing.T) {
 func TestCommandUsage(t *testing.T) {
 	t.Parallel()
 	code, out, _ := runCLI(t, "--help")
-	if code != reconcile.ExitClean || !strings.Contains(out, "usage: idem reconcile --store DSN") ||
-		!strings.Contains(out, "example:\n  idem reconcile --store") || !strings.Contains(out, "-settlement-window") {
+	if code != reconcile.ExitClean || !strings.Contains(out, "usage: idem reconcile [--store DSN]") ||
+		!strings.Contains(out, "example:\n  idem reconcile --store") || !strings.Contains(out, "\n  --settlement-window DUR\n") {
 		t.Fatalf("--help: exit %d\n%s", code, out)
 	}
 	for name, args := range map[string][]string{
-		"no store":        {"--provider-csv", "x.csv"},
+		"empty store":     {"--store", "", "--provider-csv", "x.csv"},
 		"no provider":     {"--store", "x.db"},
 		"both providers":  {"--store", "x.db", "--provider-csv", "x.csv", "--provider-url", "http://p/{key}"},
 		"bad window":      {"--store", "x.db", "--provider-csv", "x.csv", "--settlement-window", "soon"},
@@ -179,8 +179,8 @@ func TestCommandUsage(t *testing.T) {
 		"header with csv": {"--store", "x.db", "--provider-csv", "x.csv", "--provider-header", "A: b"},
 	} {
 		code, _, errs := runCLI(t, args...)
-		if code != reconcile.ExitUsage || !strings.Contains(errs, "usage:") {
-			t.Errorf("%s: exit %d, want 2\n%s", name, code, errs)
+		if code != reconcile.ExitUsage || !strings.HasSuffix(errs, "\nRun 'idem reconcile --help' for usage.\n") || strings.Count(errs, "\n") != 2 {
+			t.Errorf("%s: exit %d, want 2 and one line with where the help is\n%s", name, code, errs)
 		}
 	}
 }
@@ -252,5 +252,41 @@ func TestCommandLookback(t *testing.T) {
 	code, out, errs = runCLI(t, "--store", db, "--provider-csv", csv, "--lookback", "2d")
 	if code != reconcile.ExitClean || !has(out, "under_counted 1") {
 		t.Fatalf("--lookback 2d: exit %d\n%s\n%s", code, out, errs)
+	}
+}
+
+func TestCommandLayoutUsage(t *testing.T) {
+	t.Parallel()
+	db := cliStore(t, 1)
+	csv := settlement(t, map[int]int64{1: 100})
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--provider-url", "http://x/{key}", "--provider-format", "stripe-balance"}, "go with --provider-csv"},
+		{[]string{"--provider-csv", csv, "--provider-format", "paypal"}, "--provider-format: want csv, stripe-balance, adyen-settlement"},
+		{[]string{"--provider-csv", csv, "--map", "colour=Farbe"}, `unknown field "colour"`},
+		{[]string{"--provider-csv", csv, "--status-map", "captured=maybe"}, `unknown outcome "maybe"`},
+		{[]string{"--provider-csv", csv, "--amount-unit", "cents"}, "--amount-unit: want major or minor"},
+		{[]string{"--provider-csv", csv, "--currency-exponent", "IQD"}, "--currency-exponent: want CUR=N"},
+		{[]string{"--provider-csv", csv, "--refund-key", "refund"}, "names neither {key} nor {order}"},
+		{[]string{"--provider-csv", csv, "--report", "out.pdf"}, "must end in .html or .csv"},
+	} {
+		code, _, errs := runCLI(t, append([]string{"--store", db}, tc.args...)...)
+		if code != reconcile.ExitUsage || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errs, tc.want)
+		}
+	}
+	// A settlement file in another layout is read through the flags.
+	path := filepath.Join(t.TempDir(), "psp.csv")
+	if err := os.WriteFile(path, []byte("ref,gross,cur,kind,booked\ncharge:v1:order-1,1.00,EUR,sale,"+
+		time.Now().UTC().Format(time.RFC3339)+"\n,0.30,EUR,fee,"+time.Now().UTC().Format(time.RFC3339)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, "--store", db, "--provider-csv", path, "--map", "key=ref", "--map", "amount=gross",
+		"--map", "currency=cur", "--map", "type=kind", "--map", "applied_at=booked", "--status-map", "sale=applied",
+		"--type-filter", "sale", "--amount-unit", "major")
+	if code != reconcile.ExitClean || !has(out, "reconciled 1") || !has(out, "type fee 1") {
+		t.Fatalf("mapped file: exit %d\n%s\n%s", code, out, errs)
 	}
 }

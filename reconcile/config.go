@@ -67,8 +67,12 @@ type Config struct {
 	// OrphanScope is the scope under which a provider entry with no local
 	// record is recorded, when the entry names none. Defaults to "".
 	OrphanScope string
-	// Result builds the value recorded for a key the provider applied.
-	// Defaults to the JSON of the [Applied] entry.
+	// Result builds the value recorded for a key the provider applied, on
+	// records made by engine callers (the handler's value, in the
+	// engine's codec). Records made over HTTP (idemhttp, idem proxy) get
+	// [HTTPResult] instead, and those decided not applied
+	// [HTTPNotApplied], so their retries replay a response. Defaults to
+	// the JSON of the [Applied] entry.
 	Result func(a Applied) ([]byte, error)
 	// Actor names who resolves records, in the engine's resolution log.
 	// Defaults to "reconciler".

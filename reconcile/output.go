@@ -35,6 +35,12 @@ func writeTable(w io.Writer, rep *Report) error {
 	case rep.Error == "":
 		fmt.Fprintln(tw, "\nnote: the provider cannot list its entries; keys with no local record were not looked for")
 	}
+	if len(rep.SkippedRows) > 0 {
+		fmt.Fprintln(tw, "\nSKIPPED PROVIDER ROWS\tROWS\t")
+		for _, reason := range sortedKeys(rep.SkippedRows) {
+			fmt.Fprintf(tw, "%s\t%d\t\n", reason, rep.SkippedRows[reason])
+		}
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -77,16 +83,22 @@ func verdict(rep *Report) string {
 	return strings.Join(parts, "; ")
 }
 
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
 // amounts prints per-currency minor-unit totals, "EUR 150, USD 20".
 func amounts(m map[string]int64) string {
 	if len(m) == 0 {
 		return "0"
 	}
-	curs := make([]string, 0, len(m))
-	for c := range m {
-		curs = append(curs, c)
-	}
-	sort.Strings(curs)
+	curs := sortedKeys(m)
 	parts := make([]string, len(curs))
 	for i, c := range curs {
 		parts[i] = fmt.Sprintf("%s %d", c, m[c])

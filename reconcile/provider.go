@@ -12,6 +12,8 @@ type (
 	Applied = ledger.Applied
 	// Status is what a provider did with a key. See [ledger.Status].
 	Status = ledger.Status
+	// RowSkipper is [ledger.RowSkipper].
+	RowSkipper = ledger.RowSkipper
 )
 
 // Provider statuses and errors; see package ledger.

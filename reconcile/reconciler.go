@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync"
 	"time"
 
@@ -56,6 +57,9 @@ func (r *Reconciler) RunOnce(ctx context.Context) (*Report, error) {
 	}
 	if err != nil {
 		ru.rep.Error = err.Error()
+	}
+	if rs, ok := r.prov.(RowSkipper); ok && len(rs.SkippedRows()) > 0 {
+		ru.rep.SkippedRows = maps.Clone(rs.SkippedRows())
 	}
 	ru.rep.finish(r.now())
 	r.cfg.Logger.Info("reconcile: run", "checked", ru.rep.Checked, "counts", ru.rep.Counts,

@@ -24,8 +24,9 @@ type Hook struct {
 	// past the window. Defaults to ActionFail.
 	NotApplied Action
 	// Result builds the value recorded when the provider applied the key,
-	// in the form the application's replays decode. Defaults to the JSON
-	// of the [Applied] entry.
+	// in the form the application's replays decode, for records made by
+	// engine callers; records made over HTTP get [HTTPResult]. Defaults
+	// to the JSON of the [Applied] entry.
 	Result func(a Applied) ([]byte, error)
 }
 

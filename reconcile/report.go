@@ -98,6 +98,11 @@ type Report struct {
 	// the provider's listing failed), as RunOnce returned it; empty for a
 	// complete run. A report with an Error is never a clean bill.
 	Error string `json:"error,omitempty"`
+	// SkippedRows counts, by reason, the provider's rows that settle no
+	// intent and were left out of the comparison (a settlement file's
+	// fees, payouts, adjustments, rows with no key); see
+	// [RowSkipper]. Empty for providers that skip nothing.
+	SkippedRows map[string]int `json:"skipped_rows,omitempty"`
 	// Errors holds per-key failures (the provider could not tell, a write
 	// failed); those keys are also counted pending.
 	Errors []string `json:"errors,omitempty"`

@@ -56,15 +56,19 @@ func lastTouched(rec idem.Record) time.Time {
 func decideUnknown(ctx context.Context, eng *idem.Engine, rec idem.Record, got Applied, lookupErr error, pol policy, now time.Time) (decision, error) {
 	switch {
 	case lookupErr == nil && got.Status == StatusApplied:
-		val, err := pol.result(got)
+		val, err := appliedValue(rec, got, pol.result)
 		if err != nil {
 			return decision{class: ClassPending}, err
 		}
 		return resolve(ctx, eng, rec, ClassUnderCounted, idem.Resolution{As: idem.StateSucceeded, Result: val,
 			Actor: pol.actor, Reason: "provider applied forwarded key"})
 	case lookupErr == nil:
+		val, err := failureValue(rec, "provider declined the request")
+		if err != nil {
+			return decision{class: ClassPending}, err
+		}
 		return resolve(ctx, eng, rec, ClassNotApplied, idem.Resolution{As: idem.StateFailed,
-			Result: []byte("provider declined the request"), Actor: pol.actor, Reason: "provider declined forwarded key"})
+			Result: val, Actor: pol.actor, Reason: "provider declined forwarded key"})
 	case !errors.Is(lookupErr, ErrNotApplied):
 		return decision{class: ClassPending, detail: "provider cannot tell"}, lookupErr
 	case now.Sub(lastTouched(rec)) < pol.window:
@@ -75,8 +79,12 @@ func decideUnknown(ctx context.Context, eng *idem.Engine, rec idem.Record, got A
 		return resolve(ctx, eng, rec, ClassNotApplied, idem.Resolution{Release: true,
 			Actor: pol.actor, Reason: "provider never applied forwarded key; settlement window passed"})
 	case ActionFail:
+		val, err := failureValue(rec, "provider never applied the request")
+		if err != nil {
+			return decision{class: ClassPending}, err
+		}
 		return resolve(ctx, eng, rec, ClassNotApplied, idem.Resolution{As: idem.StateFailed,
-			Result: []byte("provider never applied the request"), Actor: pol.actor,
+			Result: val, Actor: pol.actor,
 			Reason: "provider never applied forwarded key; settlement window passed"})
 	}
 	return decision{class: ClassPending, detail: "not applied; left for an operator"}, nil
@@ -86,6 +94,7 @@ func decideUnknown(ctx context.Context, eng *idem.Engine, rec idem.Record, got A
 // A record that moved on meanwhile (re-driven, resolved by someone else) is
 // pending: the next run looks at it again.
 func resolve(ctx context.Context, eng *idem.Engine, rec idem.Record, class Class, r idem.Resolution) (decision, error) {
+	r.IfFence = rec.Fence // decided on what this record said; not on what another decider made of it
 	out, err := eng.Resolve(ctx, rec.Scope, idem.Key(rec.Key), r)
 	if errors.Is(err, idem.ErrFenced) || errors.Is(err, idem.ErrNotFound) {
 		return decision{class: ClassPending, detail: "record moved on"}, nil

@@ -86,6 +86,7 @@ func runEngine(t *testing.T, h Harness) {
 		{"CallerCancelNeitherReleasesNorInterrupts", engineCancel},
 		{"RedriveOnlyWhenDeclared", engineRedrive},
 		{"TypedDo", engineTypedDo},
+		{"RacingDecidersOneWins", engineRacingDeciders},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -572,5 +573,64 @@ func awaitStart(t *testing.T, started <-chan struct{}, returned <-chan error) {
 	case <-started:
 	case err := <-returned:
 		t.Fatalf("the first call returned before its effect started: %v", err)
+	}
+}
+
+// engineRacingDeciders: two deciders (an operator and a reconciler) saw the
+// same record at the same fence and resolve it at once, each with
+// Resolution.IfFence; exactly one decision is applied and the other is
+// refused with ErrFenced, whatever the interleaving. Force is set, as an
+// operator correcting a decided record does, so that only the fence
+// precondition stands between the two.
+func engineRacingDeciders(t *testing.T, x *ex) {
+	e := x.engine(nil, idem.Config{})
+	for round := range 20 {
+		key := fmt.Sprint("decide-", round)
+		res, err := e.DoBytes(x.ctx, req(key, "b"), func(context.Context, *idem.Attempt) ([]byte, error) {
+			return nil, idem.Unknown(errors.New("provider timed out"))
+		})
+		if !errors.Is(err, idem.ErrUnknownOutcome) {
+			t.Fatalf("unknown record: %+v, %v", res, err)
+		}
+		seen, err := x.s.Get(x.ctx, "s", key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var (
+			wg      sync.WaitGroup
+			start   = make(chan struct{})
+			won     atomic.Int64
+			results [2]string
+			errs    [2]error
+		)
+		for i := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				results[i] = fmt.Sprint("decider-", i)
+				_, errs[i] = e.Resolve(x.ctx, "s", idem.Key(key), idem.Resolution{As: idem.StateSucceeded, Force: true,
+					IfFence: seen.Fence, Result: []byte(results[i]), Actor: results[i], Reason: "race"})
+				if errs[i] == nil {
+					won.Add(1)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if won.Load() != 1 {
+			t.Fatalf("round %d: %d deciders won (errors %v, %v); want exactly one", round, won.Load(), errs[0], errs[1])
+		}
+		loser := 0
+		if errs[0] == nil {
+			loser = 1
+		}
+		if !errors.Is(errs[loser], idem.ErrFenced) {
+			t.Fatalf("round %d: the losing decider got %v, want ErrFenced", round, errs[loser])
+		}
+		got, err := x.s.Get(x.ctx, "s", key)
+		if err != nil || string(got.Result) != results[1-loser] || got.Fence != seen.Fence+1 {
+			t.Fatalf("round %d: record after the race = %+v, %v; want the winner's result at fence %d", round, got, err, seen.Fence+1)
+		}
 	}
 }

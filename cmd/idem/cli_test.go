@@ -29,9 +29,6 @@ func TestUsageAndExitCodes(t *testing.T) {
 		if code != exitOK || !strings.Contains(o, "example:\n  idem "+name) {
 			t.Errorf("%s --help: code %d, stdout %q", name, code, o)
 		}
-		if name == "reconcile" {
-			continue // its flags are parsed by package reconcile (RunReconcileCommand)
-		}
 		_, e, code := runCLI(name, "--no-such-flag")
 		want := "idem " + name + ": flag provided but not defined: --no-such-flag\nRun 'idem " + name + " --help' for usage.\n"
 		if code != exitUsage || e != want {

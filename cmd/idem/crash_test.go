@@ -17,50 +17,7 @@ import (
 func TestProxyKill9(t *testing.T) {
 	t.Parallel()
 	db := "sqlite://" + filepath.Join(t.TempDir(), "idem.db")
-	hold := make(chan struct{})
-	var blocking atomic.Bool
-	blocking.Store(true)
-	up := newTestUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		if blocking.Load() {
-			<-hold // the effect is being applied when the proxy dies
-		}
-		w.WriteHeader(http.StatusCreated)
-		_, _ = w.Write([]byte(`{"paid":true}`))
-	})
-	defer close(hold)
-	p1 := startProxy(t, "--upstream", up.URL, "--store", db, "--lease", "1s")
-	sent := make(chan error, 1)
-	go func() {
-		_, err := trySend("POST", p1.url("/pay"), `"pay-1"`, `{"amount":5000}`)
-		sent <- err
-	}()
-	<-up.arrived
-	if err := p1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-p1.done
-	if err := <-sent; err == nil {
-		t.Fatal("the client got an answer from a killed proxy")
-	}
-	blocking.Store(false)
-
-	p2 := startProxy(t, "--upstream", up.URL, "--store", db, "--lease", "1s")
-	// Until the dead attempt's lease passes the retry is in flight (409);
-	// afterwards it is unknown (409). Either way it is never forwarded.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		r := send(t, "POST", p2.url("/pay"), `"pay-1"`, `{"amount":5000}`)
-		if r.status != http.StatusConflict {
-			t.Fatalf("retry after the crash: %d %s; want 409", r.status, r.body)
-		}
-		if strings.Contains(r.body, "#outcome-unknown") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("record never became unknown: %s", r.body)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	up, p2 := killMidEffect(t, db, "/pay", `"pay-1"`, `{"amount":5000}`, `{"paid":true}`)
 	if n := up.count("/pay"); n != 1 {
 		t.Fatalf("upstream saw %d requests, want exactly 1", n)
 	}
@@ -84,6 +41,58 @@ func TestProxyKill9(t *testing.T) {
 	// A decided record is not changed without --force.
 	if _, _, code := cli(t, "resolve", "pay-1", "--store", db, "--as", "released", "--reason", "again"); code != exitFailure {
 		t.Fatalf("resolve of a succeeded record without --force: code %d, want 1", code)
+	}
+}
+
+// killMidEffect starts a proxy on db and sends it a request with key and
+// body; the proxy is killed (-9) while the upstream applies it. It then
+// restarts the proxy and retries until the record is unknown (409
+// outcome-unknown; in flight until the dead attempt's lease passes), and
+// returns the upstream, which answers 201 with answer from then on, and the
+// restarted proxy.
+func killMidEffect(t *testing.T, db, path, key, body, answer string) (*upstream, *proc) {
+	t.Helper()
+	hold := make(chan struct{})
+	var blocking atomic.Bool
+	blocking.Store(true)
+	up := newTestUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if blocking.Load() {
+			<-hold // the effect is being applied when the proxy dies
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(answer))
+	})
+	t.Cleanup(func() { close(hold) })
+	p1 := startProxy(t, "--upstream", up.URL, "--store", db, "--lease", "1s")
+	sent := make(chan error, 1)
+	go func() {
+		_, err := trySend("POST", p1.url(path), key, body)
+		sent <- err
+	}()
+	<-up.arrived
+	if err := p1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p1.done
+	if err := <-sent; err == nil {
+		t.Fatal("the client got an answer from a killed proxy")
+	}
+	blocking.Store(false)
+
+	p2 := startProxy(t, "--upstream", up.URL, "--store", db, "--lease", "1s")
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r := send(t, "POST", p2.url(path), key, body)
+		if r.status != http.StatusConflict {
+			t.Fatalf("retry after the crash: %d %s; want 409", r.status, r.body)
+		}
+		if strings.Contains(r.body, "#outcome-unknown") {
+			return up, p2
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("record never became unknown: %s", r.body)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

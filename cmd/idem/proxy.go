@@ -24,9 +24,15 @@ import (
 // proxy started for a try is not exposed to the network.
 const DefaultListen = "127.0.0.1:8787"
 
-// DefaultUpstreamTimeout is how long the proxy waits, by default, for the
-// upstream's response headers once it has sent a request.
+// DefaultUpstreamTimeout bounds, by default, a protected request's whole
+// upstream exchange (sending it, the response headers and the body).
 const DefaultUpstreamTimeout = 60 * time.Second
+
+// DefaultReleaseStatus is the upstream status that, by default, means "not
+// applied". Only 429: a 503 may come from a gateway in front of the API
+// after the API applied the request, and releasing its key would let a
+// retry apply it again.
+const DefaultReleaseStatus = "429"
 
 type proxyOpts struct {
 	listen, upstream, store, admin, scopeHeader, inFlight string
@@ -34,14 +40,18 @@ type proxyOpts struct {
 	methods, releaseStatus                                string
 	requireKey, migrate                                   bool
 	wait, lease, ttl, shutdown, upstreamTimeout           *time.Duration
+	writeTimeout                                          *time.Duration
 	finishTimeout                                         *time.Duration
 	cover                                                 coverFlag
 	maxBody, maxResponse                                  int64
+	forwardKey                                            bool
+	recordHeaders                                         stringsFlag
+	intent                                                intentFlag
 }
 
 func cmdProxy(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("proxy",
-		"idem proxy --upstream URL [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--scope-header NAME] [--in-flight reject|wait] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--upstream-timeout DUR] [--finish-timeout DUR] [--spool DIR] [--migrate=false] [--shutdown-timeout DUR]",
+		"idem proxy --upstream URL [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--scope-header NAME] [--in-flight reject|wait] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--forward-key=false] [--record-header NAME]... [--intent FIELD=POINTER]... [--upstream-timeout DUR] [--write-timeout DUR] [--finish-timeout DUR] [--spool DIR] [--migrate=false] [--shutdown-timeout DUR]",
 		"Reverse proxy that makes an HTTP API's mutating requests idempotent with the\n"+
 			"Idempotency-Key header. GET, HEAD and OPTIONS pass through untouched.\n"+
 			"Responses are recorded and replayed with Idempotent-Replayed: true; see docs/http.md.",
@@ -52,6 +62,9 @@ func cmdProxy(ctx context.Context, e *env, args []string) int {
 	f.StringVar(&o.store, "store", storeopen.Default, "store DSN: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, memory:// (see docs/http.md)")
 	f.StringVar(&o.admin, "admin", "", "address for /metrics and /healthz (off when empty)")
 	f.BoolVar(&o.requireKey, "require-key", false, "refuse mutating requests without an Idempotency-Key (400)")
+	f.BoolVar(&o.forwardKey, "forward-key", true, "send a protected request's Idempotency-Key on to the upstream, so it (and its provider) see the intent's key; never resent on a dropped connection")
+	f.Var(&o.recordHeaders, "record-header", "a response `NAME` to record and replay besides the defaults (repeatable; Request-Id and X-Request-Id are recorded already)")
+	f.Var(&o.intent, "intent", "an intent field read from the request body, `FIELD=POINTER`: a JSON Pointer (/amount) or a form field name; amount, currency, operation, counterparty, or any other name (repeatable)")
 	f.StringVar(&o.scopeHeader, "scope-header", "", "scope keys by this request header's value (stored as SHA-256, never in clear); without it all callers share one scope")
 	f.StringVar(&o.inFlight, "in-flight", "reject", "what a duplicate does while the first request runs: reject (409) or wait (then replay)")
 	o.wait = f.duration("wait", 10*time.Second, "how long a duplicate waits with --in-flight wait")
@@ -60,13 +73,14 @@ func cmdProxy(ctx context.Context, e *env, args []string) int {
 	f.Var(o.cover, "cover", "a window the TTL must cover, NAME=DUR (repeatable); the proxy refuses to start if --ttl is shorter")
 	f.Int64Var(&o.maxBody, "max-body", idemhttp.DefaultMaxBody, "largest request body in bytes (413 above)")
 	f.Int64Var(&o.maxResponse, "max-response", idemhttp.DefaultMaxResponse, "largest response body recorded in bytes (larger ones replay as response-too-large)")
-	f.StringVar(&o.releaseStatus, "release-status", "429,503", "upstream statuses (4xx or 5xx) that mean \"not applied\": the key is released, not recorded")
+	f.StringVar(&o.releaseStatus, "release-status", DefaultReleaseStatus, "upstream statuses (4xx or 5xx) that mean \"not applied\": the key is released, not recorded (add 503 only if nothing in front of the API answers 503 after applying a request)")
 	f.StringVar(&o.methods, "methods", "POST,PATCH", "methods made idempotent, comma-separated (GET, HEAD and OPTIONS always pass through)")
 	o.finishTimeout = f.duration("finish-timeout", 10*time.Second, "how long a response's outcome write is retried (with backoff) while the store does not answer; past it the outcome goes to --spool")
 	f.StringVar(&o.spool, "spool", DefaultSpool, "directory keeping outcomes the store could not take (fsync'd; applied when it answers, also after a restart); empty: none, such outcomes become unknown")
 	f.BoolVar(&o.migrate, "migrate", true, "apply the store's schema migrations at start-up")
 	o.shutdown = f.duration("shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight requests")
-	o.upstreamTimeout = f.duration("upstream-timeout", DefaultUpstreamTimeout, "how long to wait for the upstream's response headers once the request is sent (0: no limit); past it the outcome is unknown (504, then 409 on retries)")
+	o.upstreamTimeout = f.duration("upstream-timeout", DefaultUpstreamTimeout, "how long a protected request's upstream exchange may take, response body included (0: no limit); past it, once sent, the outcome is unknown (504, then 409 on retries)")
+	o.writeTimeout = f.duration("write-timeout", idemhttp.DefaultWriteTimeout, "how long a client may take to accept each 64 KiB of a protected response (0: no limit); the outcome is recorded before, whatever the client does")
 	pos, code, ok := f.parse(args)
 	if !ok {
 		return code
@@ -94,9 +108,16 @@ type plan struct {
 	methods  []string
 	release  []int
 	inFlight idem.InFlightPolicy
-	// upstreamTimeout bounds the wait for the upstream's response headers
-	// once the request is sent; 0 is no limit.
+	// upstreamTimeout bounds a protected request's upstream exchange,
+	// response body included, and the wait for any request's response
+	// headers; 0 is no limit.
 	upstreamTimeout time.Duration
+	// writeTimeout is idemhttp.Config.WriteTimeout: negative is no limit.
+	writeTimeout time.Duration
+	// maxResponse is --max-response.
+	maxResponse int64
+	// forwardKey is --forward-key.
+	forwardKey bool
 }
 
 func (o *proxyOpts) plan() (*plan, error) {
@@ -153,7 +174,15 @@ func (o *proxyOpts) plan() (*plan, error) {
 	if *o.lease <= 0 || *o.ttl <= 0 || *o.finishTimeout <= 0 {
 		return nil, errors.New("--lease, --ttl and --finish-timeout must be positive")
 	}
+	if *o.upstreamTimeout < 0 || *o.writeTimeout < 0 {
+		return nil, errors.New("--upstream-timeout and --write-timeout must not be negative (0: no limit)")
+	}
 	p.upstreamTimeout = *o.upstreamTimeout
+	p.writeTimeout = *o.writeTimeout
+	if p.writeTimeout == 0 {
+		p.writeTimeout = -1
+	}
+	p.maxResponse = o.maxResponse
 	return &p, nil
 }
 

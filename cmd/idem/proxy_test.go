@@ -40,6 +40,8 @@ func TestProxyReplayAndPassThrough(t *testing.T) {
 			case "/boom":
 				w.WriteHeader(http.StatusInternalServerError)
 			case "/busy":
+				w.WriteHeader(http.StatusTooManyRequests)
+			case "/unavailable":
 				w.WriteHeader(http.StatusServiceUnavailable)
 			default:
 				w.Header().Set("Set-Cookie", "s=1")
@@ -59,13 +61,18 @@ func TestProxyReplayAndPassThrough(t *testing.T) {
 			t.Fatalf("upstream saw %d charges, want 1", n)
 		}
 		wantCode(t, send(t, "POST", p.url("/charges"), `"c1"`, `{"amount":6}`), 422, "key-mismatch")
-		// 5xx is recorded and replayed; 503 (a release status) is not.
+		// 5xx is recorded and replayed, 503 included (a gateway may answer
+		// it after the upstream applied the request); 429, the default
+		// release status, is not.
 		send(t, "POST", p.url("/boom"), `"b1"`, `{}`)
 		wantCode(t, send(t, "POST", p.url("/boom"), `"b1"`, `{}`), 500, "")
+		send(t, "POST", p.url("/unavailable"), `"u1"`, `{}`)
+		wantCode(t, send(t, "POST", p.url("/unavailable"), `"u1"`, `{}`), 503, "")
 		send(t, "POST", p.url("/busy"), `"s1"`, `{}`)
 		send(t, "POST", p.url("/busy"), `"s1"`, `{}`)
-		if up.count("/boom") != 1 || up.count("/busy") != 2 {
-			t.Fatalf("upstream saw /boom %d times (want 1), /busy %d times (want 2)", up.count("/boom"), up.count("/busy"))
+		if up.count("/boom") != 1 || up.count("/unavailable") != 1 || up.count("/busy") != 2 {
+			t.Fatalf("upstream saw /boom %d times (want 1), /unavailable %d (want 1), /busy %d times (want 2)",
+				up.count("/boom"), up.count("/unavailable"), up.count("/busy"))
 		}
 		// GET passes through untouched, key or not.
 		send(t, "GET", p.url("/charges"), `"c1"`, "")
@@ -184,9 +191,10 @@ func TestProxyUpstreamTimeoutIsUnknown(t *testing.T) {
 	})
 }
 
-// TestProxyForwardsHeadersOfUnprotectedRequests: only the requests the proxy
-// protects lose Idempotency-Key and X-Idempotency-Key; the others reach the
-// upstream untouched.
+// TestProxyForwardsHeadersOfUnprotectedRequests: a protected request
+// reaches the upstream with its Idempotency-Key (--forward-key, the
+// default) and without X-Idempotency-Key; the requests the proxy does not
+// protect reach it untouched.
 func TestProxyForwardsHeadersOfUnprotectedRequests(t *testing.T) {
 	t.Parallel()
 	type seen struct{ key, xkey string }
@@ -199,7 +207,7 @@ func TestProxyForwardsHeadersOfUnprotectedRequests(t *testing.T) {
 		name, method, key, xkey string
 		want                    seen
 	}{
-		{"protected POST", "POST", `"k1"`, "x1", seen{}},
+		{"protected POST", "POST", `"k1"`, "x1", seen{`"k1"`, ""}},
 		{"GET", "GET", `"k2"`, "x2", seen{`"k2"`, "x2"}},
 		{"HEAD", "HEAD", `"k3"`, "", seen{`"k3"`, ""}},
 		{"OPTIONS", "OPTIONS", `"k4"`, "", seen{`"k4"`, ""}},

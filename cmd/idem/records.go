@@ -203,11 +203,12 @@ func cmdList(ctx context.Context, e *env, args []string) int {
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tSCOPE\tSTATE\tFENCE\tSTATUS\tAGE\tCREATED")
+	fmt.Fprintln(tw, "KEY\tSCOPE\tSTATE\tFENCE\tMETHOD\tPATH\tAMOUNT\tSTATUS\tAGE\tCREATED")
 	for i := range recs {
 		r := &recs[i]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Key, shortScope(r.Scope), effState(r, now), r.Fence,
-			httpStatus(r), now.Sub(r.CreatedAt).Truncate(time.Second), r.CreatedAt.Format(time.RFC3339))
+		method, path, amount := intentColumns(r)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Key, shortScope(r.Scope), effState(r, now), r.Fence,
+			method, path, amount, httpStatus(r), now.Sub(r.CreatedAt).Truncate(time.Second), r.CreatedAt.Format(time.RFC3339))
 	}
 	if err := tw.Flush(); err != nil || len(spooled) == 0 {
 		return exitFailureIf(err)
@@ -242,9 +243,11 @@ func exitFailureIf(err error) int {
 
 func cmdResolve(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("resolve",
-		"idem resolve [--store DSN] [--scope S] KEY --as succeeded|failed|released --reason TEXT [--status N] [--body FILE] [--content-type T] [--actor NAME] [--force] [--ttl DUR]",
-		"Decide an unknown record: succeeded or failed (the response retries replay,\n"+
-			"from --status and --body) or released (nothing happened: the next retry runs).\n"+
+		"idem resolve [--store DSN] [--scope S] KEY --as succeeded|failed|released --reason TEXT [--status N] [--body FILE] [--content-type T] [--actor NAME] [--force] [--if-fence N] [--ttl DUR]",
+		"Decide an unknown record: succeeded or failed (what retries replay: for a\n"+
+			"record made over HTTP, a response from --status and --body; for one made by\n"+
+			"an application through the engine, its value from --body, or the failure\n"+
+			"--reason) or released (nothing happened: the next retry runs).\n"+
 			"A record that is not unknown is refused unless --force. Every resolution is\n"+
 			"logged to stderr with who (--actor) and why (--reason).",
 		"idem resolve --store sqlite://idem.db order-42 --as released --reason \"upstream has no trace of it\"")
@@ -258,6 +261,7 @@ func cmdResolve(ctx context.Context, e *env, args []string) int {
 	ctype := f.String("content-type", "", "Content-Type of --body (default: application/json for valid JSON, otherwise detected from the bytes)")
 	force := f.Bool("force", false, "change a record that is not unknown")
 	ttl := f.duration("ttl", 24*time.Hour, "how long a succeeded/failed resolution replays")
+	ifFence := f.Int64("if-fence", 0, "resolve only if the record's fence is still N (as idem get showed it): a decision made meanwhile wins")
 	pos, code, ok := f.parse(args)
 	if !ok {
 		return code
@@ -272,7 +276,10 @@ func cmdResolve(ctx context.Context, e *env, args []string) int {
 	if strings.TrimSpace(*reason) == "" {
 		return f.usageError("--reason is required: every resolution is logged with why")
 	}
-	res := idem.Resolution{Force: *force, Actor: *actor, Reason: *reason}
+	res := idem.Resolution{Force: *force, Actor: *actor, Reason: *reason, IfFence: *ifFence}
+	if *ifFence < 0 {
+		return f.usageError("--if-fence must not be negative")
+	}
 	switch *as {
 	case "released":
 		res.Release = true
@@ -281,11 +288,9 @@ func cmdResolve(ctx context.Context, e *env, args []string) int {
 		}
 	case "succeeded", "failed":
 		res.As = idem.State(*as)
-		b, err := recordedBody(*as, *status, *bodyFile, *ctype)
-		if err != nil {
+		if _, err := recordedBody(*as, *status, "", ""); err != nil {
 			return f.usageError("%v", err)
 		}
-		res.Result = b
 	default:
 		return f.usageError("--as must be succeeded, failed or released, got %q", *as)
 	}
@@ -303,10 +308,27 @@ func cmdResolve(ctx context.Context, e *env, args []string) int {
 	if err := markExpiredUnknown(ctx, st, *scope, key); err != nil {
 		return f.fail(err)
 	}
+	if !res.Release {
+		cur, err := st.Get(ctx, *scope, string(key))
+		if errors.Is(err, idem.ErrNotFound) {
+			return f.fail(fmt.Errorf("no record for key %q in scope %q", key, *scope))
+		}
+		if err != nil {
+			return f.fail(err)
+		}
+		b, err := resolvedResult(cur, *as, *status, *bodyFile, *ctype, *reason)
+		if err != nil {
+			return f.fail(err)
+		}
+		res.Result = b
+	}
 	rec, err := eng.Resolve(ctx, *scope, key, res)
 	if err != nil {
 		if errors.Is(err, idem.ErrNotFound) {
 			return f.fail(fmt.Errorf("no record for key %q in scope %q", key, *scope))
+		}
+		if errors.Is(err, idem.ErrFenced) && *ifFence != 0 {
+			return f.fail(fmt.Errorf("record %q moved on from fence %d (decided or re-claimed meanwhile); look at it again with idem get", key, *ifFence))
 		}
 		if errors.Is(err, idem.ErrFenced) && !*force {
 			return f.fail(notUnknown(ctx, st, *scope, key, err))
@@ -319,6 +341,30 @@ func cmdResolve(ctx context.Context, e *env, args []string) int {
 	}
 	fmt.Fprintf(e.stdout, "resolved %s as %s (fence %d)\n", key, rec.State, rec.Fence)
 	return exitOK
+}
+
+// resolvedResult is what an operator's resolution records on rec, in the
+// form whatever made rec decodes: a recorded HTTP response for a record made
+// by idemhttp or idem proxy, the application's value (the --body file as
+// it is, or for a failure the reason) for a record made by an engine caller.
+func resolvedResult(rec *idem.Record, as string, status int, bodyFile, ctype, reason string) ([]byte, error) {
+	if idemhttp.MadeRecord(rec) {
+		return recordedBody(as, status, bodyFile, ctype)
+	}
+	if status != 0 || ctype != "" {
+		return nil, fmt.Errorf("record %q was made by an application through the engine, not over HTTP: its result is the application's value, so --status and --content-type do not apply; give --body FILE holding the value as the application's codec writes it (JSON by default)", rec.Key)
+	}
+	if bodyFile == "" {
+		if as == "failed" {
+			return []byte(reason), nil
+		}
+		return nil, fmt.Errorf("record %q was made by an application through the engine: --as succeeded needs --body FILE holding the value its retries replay (as the application's codec writes it, JSON by default)", rec.Key)
+	}
+	b, err := os.ReadFile(bodyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--body: %w", err)
+	}
+	return b, nil
 }
 
 // recordedBody builds the recorded response an operator's resolution

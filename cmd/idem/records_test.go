@@ -32,16 +32,7 @@ func seedSQLite(t *testing.T, result []byte, reqs ...idem.Request) string {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "idem.db")
-	st, err := sqlitestore.Open(ctx, path, sqlitestore.Config{Migrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	eng, err := idem.New(st, idem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
+	_, eng := openSQLiteEngine(t, path)
 	for _, req := range reqs {
 		if _, err := eng.DoBytes(ctx, req,
 			func(context.Context, *idem.Attempt) ([]byte, error) { return result, nil }); err != nil {
@@ -49,6 +40,23 @@ func seedSQLite(t *testing.T, result []byte, reqs ...idem.Request) string {
 		}
 	}
 	return "sqlite://" + path
+}
+
+// openSQLiteEngine opens (creating) the SQLite file at path and an engine
+// on it, both closed when the test ends.
+func openSQLiteEngine(t *testing.T, path string) (idem.Store, *idem.Engine) {
+	t.Helper()
+	st, err := sqlitestore.Open(context.Background(), path, sqlitestore.Config{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := idem.New(st, idem.Config{})
+	if err != nil {
+		st.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close(); st.Close() })
+	return st, eng
 }
 
 func TestResolveRefusalNamesStateAndForce(t *testing.T) {
@@ -69,7 +77,8 @@ func TestResolveRefusalNamesStateAndForce(t *testing.T) {
 
 func TestGetShowsWhyAResultIsUnreadable(t *testing.T) {
 	t.Parallel()
-	dsn := seedRecord(t, "odd-1", []byte("abc"))
+	// A record made over HTTP whose result is not a recorded response.
+	dsn := seedSQLite(t, []byte("abc"), idem.Request{Key: "odd-1", Intent: &idem.Intent{Origin: idemhttp.Origin}})
 	o, e, code := runCLI("get", "odd-1", "--store", dsn)
 	if code != exitOK {
 		t.Fatalf("code %d, stderr %q", code, e)
@@ -223,7 +232,7 @@ func TestGetShowsIntentAndResponse(t *testing.T) {
 		}
 	}
 	o, _, _ = runCLI("get", "refund-7", "--store", dsn)
-	for _, want := range []string{`operation:\s+refund\n`, `amount:\s+1250 EUR\n`, `result:\s+"re_9"\n`} {
+	for _, want := range []string{`operation:\s+refund\n`, `amount:\s+1250 EUR\n`, `value:\s+4 bytes: re_9\n`} {
 		if !regexp.MustCompile(want).MatchString(o) {
 			t.Errorf("get refund-7 lacks %s:\n%s", want, o)
 		}

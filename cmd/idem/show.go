@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -85,6 +86,12 @@ func toJSON(r *idem.Record, now time.Time) recordJSON {
 	}
 	rr, err := idemhttp.DecodeResponse(r.Result)
 	switch {
+	case len(r.Result) > 0 && !idemhttp.MadeRecord(r):
+		if utf8.Valid(r.Result) {
+			j.Result = string(r.Result) // an engine caller's value, or a failure's message
+		} else {
+			j.ResultBase64 = r.Result
+		}
 	case err == nil:
 		j.HTTPStatus = rr.Status
 		j.Response = &responseJSON{Status: rr.Status, Header: rr.Header, TooLarge: rr.TooLarge, Size: rr.Size}
@@ -94,9 +101,6 @@ func toJSON(r *idem.Record, now time.Time) recordJSON {
 			j.Response.BodyBase64 = rr.Body
 		}
 	case len(r.Result) == 0:
-	case utf8.Valid(r.Result):
-		j.Result = string(r.Result) // an engine record's value, or a failure's message
-		j.ResultError = "not a recorded HTTP response: " + err.Error()
 	default:
 		j.ResultBase64 = r.Result
 		j.ResultError = "not a recorded HTTP response: " + err.Error()
@@ -200,6 +204,9 @@ func printRecord(w io.Writer, r *idem.Record, now time.Time) {
 	}
 	rr, err := idemhttp.DecodeResponse(r.Result)
 	switch {
+	case len(r.Result) > 0 && !idemhttp.MadeRecord(r):
+		// An engine caller's value, in the application's codec.
+		row("value", valuePreview(r.Result))
 	case err == nil:
 		desc := fmt.Sprintf("%d, %d body bytes", rr.Status, rr.Size)
 		if rr.TooLarge {
@@ -218,15 +225,22 @@ func printRecord(w io.Writer, r *idem.Record, now time.Time) {
 		printBody(w, rr.Header.Get("Content-Type"), rr.Body)
 		return
 	case len(r.Result) == 0:
-	case utf8.Valid(r.Result):
-		// An engine record's value or failure message; were it a proxy or
-		// middleware record, it would replay as record-unreadable: say why.
-		row("result", strconv.Quote(string(r.Result)))
-		row("", fmt.Sprintf("(%d bytes; not a recorded HTTP response: %v)", len(r.Result), err))
 	default:
+		// Made over HTTP, yet not a recorded response: it replays as
+		// record-unreadable; say why.
 		row("result", fmt.Sprintf("%d bytes, not a recorded HTTP response (%v); --body-out FILE writes them", len(r.Result), err))
 	}
 	_ = tw.Flush()
+}
+
+// valuePreview shows a recorded value: its size, and the bytes when they
+// are short printable text.
+func valuePreview(b []byte) string {
+	s := fmt.Sprintf("%d bytes", len(b))
+	if len(b) <= 200 && utf8.Valid(b) && !bytes.ContainsFunc(b, func(r rune) bool { return r < 0x20 && r != '\t' }) {
+		s += ": " + string(b)
+	}
+	return s
 }
 
 // intentRows adds the intent journal's fields to a record's table.
@@ -280,4 +294,28 @@ func bodyBytes(r *idem.Record) []byte {
 		return rr.Body
 	}
 	return r.Result
+}
+
+// intentColumns are idem list's METHOD, PATH and AMOUNT: what the intent
+// journal says the call was ("-" where it says nothing). The proxy records
+// method and path; the amount is the intent's (--intent amount=…, or what
+// the application wrote).
+func intentColumns(r *idem.Record) (method, path, amount string) {
+	method, path, amount = "-", "-", "-"
+	in, err := idem.DecodeIntent(r.Intent)
+	if err != nil || in == nil {
+		return
+	}
+	if v := in.Fields["method"]; v != "" {
+		method = v
+	} else if in.Operation != "" {
+		method = in.Operation
+	}
+	if v := in.Fields["path"]; v != "" {
+		path = v
+	}
+	if in.Amount != 0 || in.Currency != "" {
+		amount = strings.TrimSpace(strconv.FormatInt(in.Amount, 10) + " " + in.Currency)
+	}
+	return
 }

@@ -1,6 +1,6 @@
 // Package sqlcodec is how the database/sql stores (sqlitestore and
 // mysqlstore) put Go values into columns and read them back, one rule for
-// both:
+// both (pgstore shares the time rule and [Finished]):
 //
 //   - a time is a BIGINT of microseconds since the Unix epoch, read back in
 //     UTC, and the zero time is NULL: no dependence on a driver's time
@@ -15,6 +15,8 @@ import (
 	"context"
 	"database/sql"
 	"time"
+
+	"github.com/idemkit/idem"
 )
 
 // Querier is what *sql.DB, *sql.Tx and *sql.Conn have in common.
@@ -47,4 +49,23 @@ func Bytes(b []byte) any {
 		return nil
 	}
 	return b
+}
+
+// Stored is t as a read returns it: whole microseconds in UTC, the zero
+// time kept.
+func Stored(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return time.UnixMicro(t.UnixMicro()).UTC()
+}
+
+// Finished is the record a read returns after a Finish that wrote p's
+// outcome over the claim c, without reading it back.
+func Finished(c *idem.Record, p idem.FinishParams) *idem.Record {
+	r := *c
+	r.State, r.Result = p.State, p.Result
+	r.CreatedAt, r.LeaseUntil = Stored(c.CreatedAt), Stored(c.LeaseUntil)
+	r.CompletedAt, r.ExpiresAt = Stored(p.CompletedAt), Stored(p.ExpiresAt)
+	return &r
 }

@@ -31,56 +31,73 @@ import (
 	"io"
 	"iter"
 	"os"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/idemkit/idem/reconcile/ledger"
+	"github.com/idemkit/idem/reconcile/money"
 )
 
-// Columns lists the required header columns.
+// Columns lists the required header columns of the [CSV] layout.
 var Columns = []string{"key", "amount", "currency", "status", "applied_at"}
 
 // Provider is a parsed settlement file. It is read-only and safe for
 // concurrent use.
 type Provider struct {
-	byKey map[string]ledger.Applied
-	order []string // keys in file order
+	byKey   map[string]ledger.Applied
+	order   []string // keys in file order
+	skipped map[string]int
 }
 
-var _ ledger.Provider = (*Provider)(nil)
+var (
+	_ ledger.Provider   = (*Provider)(nil)
+	_ ledger.RowSkipper = (*Provider)(nil)
+)
 
-// Open reads and parses the settlement file at path.
-func Open(path string) (*Provider, error) {
+// Open reads and parses the settlement file at path in the [CSV] layout.
+func Open(path string) (*Provider, error) { return OpenLayout(path, CSV()) }
+
+// OpenLayout reads and parses the settlement file at path in layout l.
+func OpenLayout(path string, l Layout) (*Provider, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("csvprovider: %w", err)
 	}
 	defer f.Close()
-	p, err := Parse(f)
+	p, err := ParseLayout(f, l)
 	if err != nil {
 		return nil, fmt.Errorf("%w (in %s)", err, path)
 	}
 	return p, nil
 }
 
-// Parse reads a settlement file from r.
-func Parse(r io.Reader) (*Provider, error) {
+// Parse reads a settlement file in the [CSV] layout from r.
+func Parse(r io.Reader) (*Provider, error) { return ParseLayout(r, CSV()) }
+
+// ParseLayout reads a settlement file in layout l from r. Rows that settle
+// no intent (by type, status or a missing key, as l says) are counted in
+// [Provider.SkippedRows]; any other row that cannot be read is an error
+// naming its line.
+func ParseLayout(r io.Reader, l Layout) (*Provider, error) {
+	if err := l.validate(); err != nil {
+		return nil, err
+	}
 	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = 0 // every row as wide as the header
 	cr.TrimLeadingSpace = true
 	header, err := cr.Read()
 	if errors.Is(err, io.EOF) {
-		return nil, errors.New("csvprovider: empty file: want a header row " + strings.Join(Columns, ","))
+		return nil, errors.New("csvprovider: empty file: want a header row " + strings.Join(l.headers(), ","))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("csvprovider: %w", err)
 	}
-	cols, err := columns(header)
+	cols, err := l.columns(header)
 	if err != nil {
 		return nil, err
 	}
-	p := &Provider{byKey: map[string]ledger.Applied{}}
+	p := &Provider{byKey: map[string]ledger.Applied{}, skipped: map[string]int{}}
 	firstLine := map[string]int{}
 	for {
 		row, err := cr.Read()
@@ -91,9 +108,13 @@ func Parse(r io.Reader) (*Provider, error) {
 			return nil, fmt.Errorf("csvprovider: %w", err)
 		}
 		line, _ := cr.FieldPos(0)
-		a, err := cols.entry(row)
+		a, skip, err := cols.entry(row)
 		if err != nil {
 			return nil, fmt.Errorf("csvprovider: line %d: %w", line, err)
+		}
+		if skip != "" {
+			p.skipped[skip]++
+			continue
 		}
 		if first, dup := firstLine[a.Key]; dup {
 			return nil, fmt.Errorf("csvprovider: line %d: key %q appears again (first on line %d)", line, a.Key, first)
@@ -106,6 +127,10 @@ func Parse(r io.Reader) (*Provider, error) {
 
 // Len returns the number of entries.
 func (p *Provider) Len() int { return len(p.order) }
+
+// SkippedRows implements [ledger.RowSkipper]: the rows that settle no
+// intent, by reason ("type payout", "no key", "status skip: pending").
+func (p *Provider) SkippedRows() map[string]int { return p.skipped }
 
 // Lookup implements [ledger.Provider].
 func (p *Provider) Lookup(_ context.Context, key string) (ledger.Applied, error) {
@@ -136,62 +161,188 @@ func (p *Provider) AppliedSince(ctx context.Context, since time.Time) iter.Seq2[
 	}
 }
 
-// layout maps column names to positions.
-type layout struct {
-	key, amount, currency, status, appliedAt, scope int
+// headers lists the layout's required headers, for messages.
+func (l *Layout) headers() []string {
+	var hs []string
+	for _, f := range Fields {
+		if c := l.Columns[f]; c != "" && !slices.Contains(l.Optional, f) {
+			hs = append(hs, c)
+		}
+	}
+	return hs
 }
 
-func columns(header []string) (layout, error) {
-	pos := map[string]int{}
+// columnSet is a layout bound to a header: each field's position, or -1.
+type columnSet struct {
+	l   *Layout
+	pos map[string]int
+}
+
+func (l *Layout) columns(header []string) (columnSet, error) {
+	at := map[string]int{}
 	for i, h := range header {
 		name := strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")))
-		if _, dup := pos[name]; dup && name != "" {
-			return layout{}, fmt.Errorf("csvprovider: header: column %q appears twice", name)
+		if _, dup := at[name]; dup && name != "" {
+			return columnSet{}, fmt.Errorf("csvprovider: header: column %q appears twice", name)
 		}
-		pos[name] = i
+		at[name] = i
 	}
+	cs := columnSet{l: l, pos: map[string]int{}}
 	var missing []string
-	for _, c := range Columns {
-		if _, ok := pos[c]; !ok {
+	for _, f := range Fields {
+		c := l.Columns[f]
+		if c == "" {
+			cs.pos[f] = -1
+			continue
+		}
+		i, ok := at[strings.ToLower(strings.TrimSpace(c))]
+		_, hasType := at[strings.ToLower(strings.TrimSpace(l.Columns[FieldType]))]
+		switch {
+		case ok:
+			cs.pos[f] = i
+		case slices.Contains(l.Optional, f), f == FieldStatus && l.Columns[FieldType] != "" && hasType:
+			// Without a status column, the type's values are mapped.
+			cs.pos[f] = -1
+		default:
 			missing = append(missing, c)
 		}
 	}
 	if len(missing) > 0 {
-		return layout{}, fmt.Errorf("csvprovider: header lacks %s (want %s)", strings.Join(missing, ", "), strings.Join(Columns, ","))
+		return columnSet{}, fmt.Errorf("csvprovider: header lacks %s (the %s layout wants %s; map others with FIELD=COLUMN)",
+			strings.Join(missing, ", "), l.name(), strings.Join(l.headers(), ","))
 	}
-	l := layout{key: pos["key"], amount: pos["amount"], currency: pos["currency"], status: pos["status"],
-		appliedAt: pos["applied_at"], scope: -1}
-	if i, ok := pos["scope"]; ok {
-		l.scope = i
-	}
-	return l, nil
+	return cs, nil
 }
 
-func (l layout) entry(row []string) (ledger.Applied, error) {
-	a := ledger.Applied{Key: row[l.key]}
-	if a.Key == "" {
-		return a, errors.New("empty key")
+func (c columnSet) cell(row []string, field string) string {
+	if i := c.pos[field]; i >= 0 {
+		return strings.TrimSpace(row[i])
 	}
-	amt, err := strconv.ParseInt(strings.TrimSpace(row[l.amount]), 10, 64)
+	return ""
+}
+
+// entry reads one row: its entry, or the reason it settles no intent.
+func (c columnSet) entry(row []string) (ledger.Applied, string, error) {
+	l := c.l
+	var a ledger.Applied
+	typ := c.cell(row, FieldType)
+	if !l.keeps(typ) {
+		return a, "type " + orEmpty(typ), nil
+	}
+	sv := c.cell(row, FieldStatus)
+	if c.pos[FieldStatus] < 0 {
+		sv = typ
+	}
+	out, err := l.outcome(sv)
 	if err != nil {
-		return a, fmt.Errorf("amount %q is not an integer number of minor units", row[l.amount])
+		return a, "", err
 	}
-	a.Amount = amt
-	a.Currency = strings.ToUpper(strings.TrimSpace(row[l.currency]))
+	if out == OutcomeSkip {
+		return a, "status skip: " + orEmpty(strings.ToLower(sv)), nil
+	}
+	a.Key = c.cell(row, FieldKey)
+	if a.Key == "" {
+		if l.SkipKeyless {
+			return a, "no key", nil
+		}
+		return a, "", errors.New("empty key")
+	}
+	if out == OutcomeRefund {
+		rk := l.RefundKey
+		if rk == nil {
+			rk = DefaultRefundKey
+		}
+		k, err := rk(a.Key)
+		if err != nil {
+			return a, "", fmt.Errorf("refund: %w", err)
+		}
+		a.Key = k
+	}
+	a.Status = ledger.StatusApplied
+	if out == OutcomeFailed {
+		a.Status = ledger.StatusFailed
+	}
+	a.Currency = strings.ToUpper(c.cell(row, FieldCurrency))
 	if !isCurrency(a.Currency) {
-		return a, fmt.Errorf("currency %q is not a three-letter ISO 4217 code", row[l.currency])
+		return a, "", fmt.Errorf("currency %q is not a three-letter ISO 4217 code", c.cell(row, FieldCurrency))
 	}
-	if a.Status, err = ledger.ParseStatus(strings.ToLower(strings.TrimSpace(row[l.status]))); err != nil {
-		return a, err
+	if a.Amount, err = c.amount(row, a.Currency); err != nil {
+		return a, "", err
 	}
-	if a.AppliedAt, err = time.Parse(time.RFC3339Nano, strings.TrimSpace(row[l.appliedAt])); err != nil {
-		return a, fmt.Errorf("applied_at %q is not an RFC 3339 time", row[l.appliedAt])
+	if a.AppliedAt, err = c.time(row); err != nil {
+		return a, "", err
 	}
-	a.AppliedAt = a.AppliedAt.UTC()
-	if l.scope >= 0 {
-		a.Scope = row[l.scope]
+	a.Scope = c.cell(row, FieldScope)
+	a.Reference = c.cell(row, FieldReference)
+	return a, "", nil
+}
+
+func orEmpty(s string) string {
+	if s == "" {
+		return "(empty)"
 	}
-	return a, nil
+	return s
+}
+
+// amount reads the amount column, or the debit column when it is empty.
+func (c columnSet) amount(row []string, cur string) (int64, error) {
+	l := c.l
+	exp := 0
+	if l.Amount.Unit == money.Major {
+		e, err := l.Exponents.Exponent(cur)
+		if err != nil {
+			return 0, fmt.Errorf("currency %q: %w", cur, err)
+		}
+		exp = e
+	}
+	s, debit := c.cell(row, FieldAmount), false
+	if s == "" && c.pos[FieldDebit] >= 0 {
+		s, debit = c.cell(row, FieldDebit), true
+	}
+	n, err := l.Amount.Parse(s, exp)
+	if err != nil {
+		if l.Amount.Unit == money.Minor {
+			return 0, fmt.Errorf("amount %q is not an integer number of minor units", s)
+		}
+		return 0, fmt.Errorf("amount %q: %w", s, err)
+	}
+	if debit {
+		n = -n
+	}
+	if l.Magnitude && n < 0 {
+		n = -n
+	}
+	return n, nil
+}
+
+// time reads applied_at in the layout's formats and the row's zone.
+func (c columnSet) time(row []string) (time.Time, error) {
+	l := c.l
+	s := c.cell(row, FieldAppliedAt)
+	if len(l.TimeLayouts) == 0 {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return t, fmt.Errorf("applied_at %q is not an RFC 3339 time", s)
+		}
+		return t.UTC(), nil
+	}
+	loc := l.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	if c.pos[FieldTimeZone] >= 0 {
+		z, err := zone(c.cell(row, FieldTimeZone))
+		if err != nil {
+			return time.Time{}, err
+		}
+		loc = z
+	}
+	for _, layout := range l.TimeLayouts {
+		if t, err := time.ParseInLocation(layout, s, loc); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("applied_at %q is not a time in the form %s", s, l.TimeLayouts[0])
 }
 
 func isCurrency(s string) bool {

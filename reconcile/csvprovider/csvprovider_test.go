@@ -62,7 +62,7 @@ func TestParseRefuses(t *testing.T) {
 		"duplicate col":  {"key,key,amount,currency,status,applied_at\n", "appears twice"},
 		"decimal amount": {head + "k,12.50,EUR,applied,2025-03-01T12:00:00Z\n", "line 2: amount"},
 		"bad currency":   {head + "k,1,EURO,applied,2025-03-01T12:00:00Z\n", "currency"},
-		"bad status":     {head + "k,1,EUR,pending,2025-03-01T12:00:00Z\n", "unknown status"},
+		"bad status":     {head + "k,1,EUR,pending,2025-03-01T12:00:00Z\n", `status "pending" is not mapped`},
 		"bad time":       {head + "k,1,EUR,applied,2025-03-01\n", "applied_at"},
 		"empty key":      {head + ",1,EUR,applied,2025-03-01T12:00:00Z\n", "empty key"},
 		"duplicate key":  {head + "k,1,EUR,applied,2025-03-01T12:00:00Z\nk,1,EUR,applied,2025-03-01T12:00:00Z\n", "line 3: key \"k\" appears again (first on line 2)"},

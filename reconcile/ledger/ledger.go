@@ -64,8 +64,21 @@ type Applied struct {
 	Status Status `json:"status"`
 	// AppliedAt is when the provider applied (or declined) it.
 	AppliedAt time.Time `json:"applied_at"`
+	// Reference is the provider's own identifier of the entry (a Stripe
+	// charge id, an Adyen PSP reference), when it has one.
+	Reference string `json:"reference,omitempty"`
 	// Result is the provider's raw answer, when it has one (an HTTP body).
 	Result []byte `json:"-"`
+}
+
+// RowSkipper is implemented by providers that read a file whose rows are
+// not all settlements of intents (fees, payouts, adjustments): it says how
+// many rows were left out, by reason, so that the report shows them rather
+// than dropping them silently.
+type RowSkipper interface {
+	// SkippedRows returns the number of rows left out per reason
+	// ("type payout", "no key"). The caller must not modify the map.
+	SkippedRows() map[string]int
 }
 
 // Provider is the provider's view, by forwarded key.

@@ -87,7 +87,7 @@ func (s *Store) finishKnown(ctx context.Context, p idem.FinishParams) (*idem.Rec
 			return nil, true, s.wrap("finish", err)
 		}
 		rec := *c
-		rec.CreatedAt, rec.LeaseUntil = norm(c.CreatedAt), norm(c.LeaseUntil)
+		rec.CreatedAt, rec.LeaseUntil = sqlcodec.Stored(c.CreatedAt), sqlcodec.Stored(c.LeaseUntil)
 		return overlay(&rec, p), true, nil
 	}
 	return nil, false, nil
@@ -120,9 +120,9 @@ func (s *Store) finishRound(ctx context.Context, p idem.FinishParams) (*idem.Rec
 	if !done || err != nil {
 		return nil, done, err
 	}
-	rec.State, rec.CompletedAt = p.State, norm(p.CompletedAt)
+	rec.State, rec.CompletedAt = p.State, sqlcodec.Stored(p.CompletedAt)
 	if p.State != idem.StateUnknown {
-		rec.Result, rec.ExpiresAt = p.Result, norm(p.ExpiresAt)
+		rec.Result, rec.ExpiresAt = p.Result, sqlcodec.Stored(p.ExpiresAt)
 	}
 	return rec, true, nil
 }
@@ -194,9 +194,9 @@ func (s *Store) queryFinish(ctx context.Context, query string, args []any) (rec 
 
 // overlay returns r with the fields a Finish with p wrote.
 func overlay(r *idem.Record, p idem.FinishParams) *idem.Record {
-	r.Fence, r.AttemptID, r.State, r.CompletedAt = p.Fence, p.AttemptID, p.State, norm(p.CompletedAt)
+	r.Fence, r.AttemptID, r.State, r.CompletedAt = p.Fence, p.AttemptID, p.State, sqlcodec.Stored(p.CompletedAt)
 	if p.State != idem.StateUnknown {
-		r.Result, r.ExpiresAt = p.Result, norm(p.ExpiresAt)
+		r.Result, r.ExpiresAt = p.Result, sqlcodec.Stored(p.ExpiresAt)
 	}
 	return r
 }
@@ -291,35 +291,4 @@ func (s *Store) Heartbeat(ctx context.Context, p idem.HeartbeatParams) error {
 		return nil
 	}
 	return fenced("heartbeat", rec, p.Fence, p.AttemptID)
-}
-
-// SetMark implements [idem.Store.SetMark].
-func (s *Store) SetMark(ctx context.Context, scope, key string, fence int64, mark idem.Mark) error {
-	if err := s.usable(); err != nil {
-		return err
-	}
-	if err := checkIdentity(scope, key); err != nil {
-		return err
-	}
-	if len(mark) > maxMarkLen {
-		return fmt.Errorf("mysqlstore: mark is %d bytes, longer than %d", len(mark), maxMarkLen)
-	}
-	n, err := s.exec(ctx, s.sql.setMark, string(mark), scope, key, fence)
-	if err != nil {
-		return s.wrap("set mark", err)
-	}
-	if n > 0 {
-		return nil
-	}
-	rec, err := s.readRecord(ctx, scope, key, s.decisionRead())
-	if errors.Is(err, errMissing) {
-		return notFound("set mark", scope, key)
-	}
-	if err != nil {
-		return s.wrap("set mark", err)
-	}
-	if rec.Fence != fence {
-		return fenced("set mark", rec, fence, rec.AttemptID)
-	}
-	return nil // the mark already had this value
 }

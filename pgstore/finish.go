@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/sqlcodec"
 )
 
 // notifyArgs are the channel and payload parameters of the statements that
@@ -113,22 +113,9 @@ func (o ops) finishKnown(ctx context.Context, p idem.FinishParams) (*idem.Record
 	case n == 0:
 		return nil, nil
 	}
-	// What a read returns: times at the stored (microsecond) precision in
-	// UTC; nil and empty blobs are stored (and read back) as they are.
-	r := *c
-	r.State, r.Result = p.State, p.Result
-	r.CreatedAt, r.LeaseUntil = storedTime(c.CreatedAt), storedTime(c.LeaseUntil)
-	r.CompletedAt, r.ExpiresAt = storedTime(p.CompletedAt), storedTime(p.ExpiresAt)
-	return &r, nil
-}
-
-// storedTime is t as a timestamptz column keeps it and a read returns it:
-// UTC, truncated to the microsecond; the zero time (NULL) stays zero.
-func storedTime(t time.Time) time.Time {
-	if t.IsZero() {
-		return time.Time{}
-	}
-	return t.UTC().Truncate(time.Microsecond)
+	// What a read returns; nil and empty blobs are stored (and read back)
+	// as they are.
+	return sqlcodec.Finished(c, p), nil
 }
 
 // finishRetried accepts a Finish whose outcome is already recorded for the
@@ -183,79 +170,6 @@ func (o ops) Heartbeat(ctx context.Context, p idem.HeartbeatParams) error {
 		return fenced("heartbeat", p.Scope, p.Key, p.Fence)
 	}
 	return nil
-}
-
-// Resolve implements [idem.Store.Resolve] with one conditional UPDATE (or
-// DELETE for a release); when it matches nothing, a read tells ErrNotFound
-// from ErrFenced. For a release the returned record is nil: there is no
-// record any more.
-func (o ops) Resolve(ctx context.Context, p idem.ResolveParams) (*idem.Record, error) {
-	if o.st.closed.Load() {
-		return nil, errClosed("resolve")
-	}
-	from := make([]string, 0, len(p.From))
-	for _, s := range p.From {
-		from = append(from, string(s))
-	}
-	if len(from) == 0 {
-		from = append(from, string(idem.StateUnknown))
-	}
-	var (
-		rec      idem.Record
-		notified bool
-		err      error
-	)
-	if p.Release {
-		args := append([]any{p.Scope, p.Key, from, p.Fence}, o.notifyArgs(p.Scope, p.Key)...)
-		_, err = scanRecord(o.db.queryRow(ctx, o.sql.resolveDelete, args...), &notified)
-	} else {
-		var args []any
-		if args, err = resolveArgs(p, from); err != nil {
-			return nil, err
-		}
-		args = append(args, o.notifyArgs(p.Scope, p.Key)...)
-		rec, err = scanRecord(o.db.queryRow(ctx, o.sql.resolveUpdate, args...), &notified)
-	}
-	switch {
-	case err == nil && p.Release:
-		return nil, nil
-	case err == nil:
-		return &rec, nil
-	case !isNoRows(err):
-		return nil, wrap("resolve", err)
-	}
-	return nil, o.notFoundOrFenced(ctx, "resolve", p.Scope, p.Key, p.Fence)
-}
-
-// resolveArgs are the parameters of the resolve UPDATE for p.To.
-func resolveArgs(p idem.ResolveParams, from []string) ([]any, error) {
-	base := []any{p.Scope, p.Key, from, p.Fence, string(p.To), p.AttemptID}
-	switch p.To {
-	case idem.StateSucceeded, idem.StateFailed:
-		return append(base, p.Result, nullTime(p.Now), nullTime(p.ExpiresAt), nil), nil
-	case idem.StateInProgress:
-		return append(base, nil, nil, nil, nullTime(p.LeaseUntil)), nil
-	}
-	return nil, fmt.Errorf("pgstore: resolve: target state %q is not succeeded, failed or in_progress", p.To)
-}
-
-// SetMark implements [idem.Store.SetMark] in one statement.
-func (o ops) SetMark(ctx context.Context, scope, key string, fence int64, mark idem.Mark) error {
-	if o.st.closed.Load() {
-		return errClosed("set mark")
-	}
-	var updated int64
-	var exists bool
-	if err := o.db.queryRow(ctx, o.sql.setMark, scope, key, fence, string(mark)).Scan(&updated, &exists); err != nil {
-		return wrap("set mark", err)
-	}
-	switch {
-	case updated > 0:
-		return nil
-	case exists:
-		return fenced("set mark", scope, key, fence)
-	}
-	return idem.ErrNotFound
 }
 
 // notFoundOrFenced explains why a conditional write matched no row.

@@ -37,11 +37,3 @@ func scanRecord(row scanner) (*idem.Record, error) {
 	r.LeaseUntil, r.CompletedAt, r.ExpiresAt = sqlcodec.FromMicros(lease), sqlcodec.FromMicros(completed), sqlcodec.FromMicros(expires)
 	return &r, nil
 }
-
-// norm returns t as a read would: microsecond precision, UTC, zero kept.
-func norm(t time.Time) time.Time {
-	if t.IsZero() {
-		return time.Time{}
-	}
-	return time.UnixMicro(t.UnixMicro()).UTC()
-}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/sqlcodec"
@@ -82,27 +81,15 @@ func (o ops) finishKnown(ctx context.Context, p idem.FinishParams) (*idem.Record
 	case n == 0:
 		return nil, nil
 	}
-	// What a read would return: times at the stored precision in UTC,
-	// empty blobs as nil.
-	r := *c
-	r.State, r.Result = p.State, p.Result
-	r.CreatedAt, r.LeaseUntil = stored(c.CreatedAt), stored(c.LeaseUntil)
-	r.CompletedAt, r.ExpiresAt = stored(p.CompletedAt), stored(p.ExpiresAt)
+	// What a read would return; the driver reads an empty blob as nil.
+	r := sqlcodec.Finished(c, p)
 	if len(r.Intent) == 0 {
 		r.Intent = nil
 	}
 	if len(r.Result) == 0 {
 		r.Result = nil
 	}
-	return &r, nil
-}
-
-// stored is t as a read returns it: whole microseconds in UTC, zero kept.
-func stored(t time.Time) time.Time {
-	if t.IsZero() {
-		return time.Time{}
-	}
-	return time.UnixMicro(t.UnixMicro()).UTC()
+	return r, nil
 }
 
 // finishRetried decides a Finish that changed nothing: it succeeds only if

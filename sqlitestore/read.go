@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 
 	"github.com/idemkit/idem"
@@ -81,4 +82,49 @@ func (o ops) sweep(ctx context.Context, p idem.SweepParams) (int, error) {
 		now, now, limit)
 	n, err := affected(res, err)
 	return int(n), err
+}
+
+// getQuery reads a record by its key. It selects neither scope nor key:
+// the primary key compares them byte for byte (BINARY collation), so the
+// row's are the caller's, and reading them back would only cost two more
+// columns and two strings on every replay.
+const getQuery = `SELECT fingerprint, state, fence, attempt_id, intent, result, mark,
+	created_at, lease_until, completed_at, expires_at
+	FROM idem_records WHERE scope = ? AND key = ?`
+
+// getScan is what get allocates: the record it returns and the
+// destinations of its scan.
+type getScan struct {
+	r  idem.Record
+	t  scanTemps
+	fp sql.RawBytes
+}
+
+// get reads the record at (scope, key); ErrNotFound when there is none.
+func (o ops) get(ctx context.Context, q querier, scope, key string) (*idem.Record, error) {
+	rows, err := q.QueryContext(ctx, getQuery, scope, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		return nil, notFound(scope, key)
+	}
+	// One allocation holds the record and the scan's temporaries; the
+	// fingerprint is copied into the record's array, so the driver's bytes
+	// are borrowed (until Close) rather than cloned.
+	g := &getScan{r: idem.Record{Scope: scope, Key: key}}
+	r, t := &g.r, &g.t
+	err = rows.Scan(&g.fp, &t.state, &r.Fence, &r.AttemptID, &r.Intent, &r.Result,
+		&t.mark, &t.created, &t.lease, &t.completed, &t.expires)
+	if err != nil {
+		return nil, err
+	}
+	copy(r.Fingerprint[:], g.fp)
+	g.fp = nil
+	t.fill(r)
+	return r, rows.Close()
 }

@@ -1,0 +1,124 @@
+package reconcile_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/memstore"
+	"github.com/idemkit/idem/reconcile"
+	"github.com/idemkit/idem/storetest"
+)
+
+// httpShop serves POST /v1/charges through idemhttp on eng, with the
+// intent carrying the body's amount and currency. effect runs as the
+// upstream would.
+func httpShop(t *testing.T, eng *idem.Engine, effect http.HandlerFunc) http.Handler {
+	t.Helper()
+	mw, err := idemhttp.New(eng, idemhttp.Config{Scope: func(*http.Request) (string, error) { return "shop", nil }, Intent: bodyIntent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mw.Handler(effect)
+}
+
+func post(h http.Handler, key, body string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, "/v1/charges", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", `"`+key+`"`)
+	rw := httptest.NewRecorder()
+	h.ServeHTTP(rw, req)
+	return rw
+}
+
+// TestHTTPRound: charges made over HTTP (idemhttp, the intent carrying the
+// amount) whose process dies mid-effect are unknown; reconciliation with a
+// Stripe balance export decides them (the applied one succeeded, the one
+// the provider never saw failed), and retries through idemhttp replay the
+// decision as HTTP responses — never record-unreadable.
+func TestHTTPRound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := memstore.New()
+	defer st.Close()
+	crash := &storetest.CrashStore{Store: st}
+	clock := storetest.NewClock()
+	clock.Advance(-time.Hour) // the crash was an hour ago; idem reconcile runs now
+	dying, err := idem.New(crash, idem.Config{Clock: clock.Now, Lease: time.Minute, FinishTimeout: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		crash.Crash() // the provider applied the charge; the process dies before the outcome is written
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"id":"ch_lost"}`)
+	})
+	for _, key := range []string{"o-42", "o-43"} {
+		post(httpShop(t, dying, upstream), key, `{"amount":1250,"currency":"eur"}`)
+		crash = &storetest.CrashStore{Store: st} // the next process
+		dying, _ = idem.New(crash, idem.Config{Clock: clock.Now, Lease: time.Minute, FinishTimeout: 10 * time.Millisecond})
+	}
+	clock.Advance(2 * time.Minute)
+	later, err := idem.New(st, idem.Config{Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer later.Close()
+	shop := httpShop(t, later, func(http.ResponseWriter, *http.Request) { t.Error("the charge ran again") })
+	for _, key := range []string{"o-42", "o-43"} {
+		if rw := post(shop, key, `{"amount":1250,"currency":"eur"}`); rw.Code != http.StatusConflict {
+			t.Fatalf("before reconciliation a retry gets %d %s, want 409 outcome-unknown", rw.Code, rw.Body)
+		}
+	}
+	rec, err := st.Get(ctx, "shop", "o-42")
+	if err != nil || !idemhttp.MadeRecord(rec) {
+		t.Fatalf("record %+v, %v: want one made over HTTP", rec, err)
+	}
+	if in, _ := idem.DecodeIntent(rec.Intent); in.Amount != 1250 || in.Currency != "EUR" || in.Origin != idemhttp.Origin {
+		t.Fatalf("intent %+v: want the body's amount and the http origin", in)
+	}
+
+	file := filepath.Join(t.TempDir(), "balance.csv")
+	if err := os.WriteFile(file, []byte("id,Type,Source,Amount,Fee,Net,Currency,Created (UTC),Description,idempotency_key (metadata)\n"+
+		"txn_1R9x,charge,ch_1R9xAbCdEf,12.50,0.61,11.89,eur,"+clock.Now().Add(-90*time.Second).UTC().Format(time.DateTime)+",Order 42,o-42\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := reconcile.RunReconcileCommand(ctx, []string{"--store", "mem", "--provider-csv", file, "--provider-format", "stripe-balance",
+		"--settlement-window", "1s", "--lookback", "36500d", "--json"}, &out, &errb,
+		func(context.Context, string) (idem.Store, error) { return unclosed{st}, nil })
+	if code != reconcile.ExitClean || !strings.Contains(out.String(), `"under_counted": 1`) || !strings.Contains(out.String(), `"not_applied": 1`) {
+		t.Fatalf("reconcile: exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+
+	rw := post(shop, "o-42", `{"amount":1250,"currency":"eur"}`)
+	var body reconcile.Resolution
+	if rw.Code != http.StatusOK || rw.Header().Get(idemhttp.ReplayedHeader) != "true" || json.Unmarshal(rw.Body.Bytes(), &body) != nil ||
+		body.Reference != "ch_1R9xAbCdEf" || body.Amount != 1250 || body.Currency != "EUR" || body.ForwardKey != "o-42" {
+		t.Fatalf("retry after reconciliation = %d %v %s; want a replayed 200 naming the provider's charge", rw.Code, rw.Header(), rw.Body)
+	}
+	rw = post(shop, "o-43", `{"amount":1250,"currency":"eur"}`)
+	if rw.Code != http.StatusUnprocessableEntity || rw.Header().Get("Content-Type") != "application/problem+json" ||
+		!strings.Contains(rw.Body.String(), reconcile.ProblemNotApplied) {
+		t.Fatalf("retry of the charge the provider never saw = %d %s; want the replayed not-applied problem", rw.Code, rw.Body)
+	}
+	for _, key := range []string{"o-42", "o-43"} {
+		rec, err := st.Get(ctx, "shop", key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := idemhttp.DecodeResponse(rec.Result); err != nil {
+			t.Errorf("%s: result is not a recorded response: %v", key, err)
+		}
+	}
+}
