@@ -26,6 +26,10 @@ type Store struct {
 	subs   map[rkey]map[*sub]struct{}
 	closed bool
 	writes int64
+	// claimGap, when set (by this package's tests), runs inside Claim
+	// between its read of the record and its write: the point where a
+	// claim that let go of its lock would let a competitor in.
+	claimGap func()
 }
 
 type sub struct{ ch chan struct{} }
@@ -93,6 +97,9 @@ func (s *Store) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult
 	defer s.mu.Unlock()
 	k := rkey{p.Scope, p.Key}
 	old := s.recs[k]
+	if s.claimGap != nil {
+		s.claimGap()
+	}
 	switch {
 	case old == nil || old.Expired(p.Now):
 		fence := int64(1)

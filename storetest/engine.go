@@ -145,15 +145,17 @@ func engineDivergence(t *testing.T, x *ex) {
 	// In flight too: mismatch at once, not a conflict.
 	hold := make(chan struct{})
 	started := make(chan struct{})
+	returned := make(chan error, 1)
 	go func() {
-		_, _ = e.DoBytes(x.ctx, req("k2", "a"), func(ctx context.Context, a *idem.Attempt) ([]byte, error) {
+		_, err := e.DoBytes(x.ctx, req("k2", "a"), func(ctx context.Context, a *idem.Attempt) ([]byte, error) {
 			x.runs.Add(1)
 			close(started)
 			<-hold
 			return []byte("a"), nil
 		})
+		returned <- err
 	}()
-	<-started
+	awaitStart(t, started, returned)
 	_, err = e.DoBytes(x.ctx, req("k2", "b"), x.effect("b"))
 	close(hold)
 	if !errors.Is(err, idem.ErrMismatch) {
@@ -357,14 +359,16 @@ func engineWaitersAfterRelease(t *testing.T, x *ex) {
 	e := x.engine(nil, idem.Config{InFlight: idem.InFlightWait, Wait: 20 * time.Second})
 	started := make(chan struct{})
 	release := make(chan struct{})
+	returned := make(chan error, 1)
 	go func() {
-		_, _ = e.DoBytes(x.ctx, req("k", "b"), func(ctx context.Context, a *idem.Attempt) ([]byte, error) {
+		_, err := e.DoBytes(x.ctx, req("k", "b"), func(ctx context.Context, a *idem.Attempt) ([]byte, error) {
 			close(started)
 			<-release
 			return nil, idem.Release(nil)
 		})
+		returned <- err
 	}()
-	<-started
+	awaitStart(t, started, returned)
 	const n = 8
 	var wg sync.WaitGroup
 	var firsts atomic.Int64
@@ -563,6 +567,18 @@ func engineTypedDo(t *testing.T, x *ex) {
 		}
 	}
 	x.wantRuns(1)
+}
+
+// awaitStart waits until a background call's effect has started, and fails
+// the test at once if the call returns first (its claim failed), instead of
+// waiting for an effect that will never start until the package times out.
+func awaitStart(t *testing.T, started <-chan struct{}, returned <-chan error) {
+	t.Helper()
+	select {
+	case <-started:
+	case err := <-returned:
+		t.Fatalf("the first call returned before its effect started: %v", err)
+	}
 }
 
 // engineRacingDeciders: two deciders (an operator and a reconciler) saw the

@@ -113,3 +113,85 @@ func (c *CrashStore) Get(ctx context.Context, scope, key string) (*idem.Record, 
 	}
 	return c.Store.Get(ctx, scope, key)
 }
+
+// Phase is a point in claim → effect → record at which [PhaseStore] makes
+// the process holding the attempt die.
+type Phase int
+
+const (
+	// AfterClaim: the claim is written, its answer is lost and the
+	// process dies; the effect never starts.
+	AfterClaim Phase = iota
+	// DuringEffect: the claim is answered, the effect runs, and nothing
+	// after it reaches the store.
+	DuringEffect
+	// AfterEffect: the effect ended; its outcome is never written.
+	AfterEffect
+	// AfterRecord: the outcome is written, its answer is lost and the
+	// process dies.
+	AfterRecord
+)
+
+// String describes the phase for messages.
+func (p Phase) String() string {
+	switch p {
+	case AfterClaim:
+		return "after the claim"
+	case DuringEffect:
+		return "during the effect"
+	case AfterEffect:
+		return "after the effect, before its outcome was recorded"
+	default:
+		return "after the outcome was recorded, before the answer reached it"
+	}
+}
+
+// PhaseStore is a [CrashStore] that crashes by itself at a phase of the
+// first attempt it sees: from then on every call fails with ErrCrashed
+// (Claim too), as for a dead process. A process restarted after the crash
+// opens the wrapped store again.
+type PhaseStore struct {
+	*CrashStore
+	at Phase
+}
+
+// NewPhaseStore wraps s to crash at at.
+func NewPhaseStore(s idem.Store, at Phase) *PhaseStore {
+	return &PhaseStore{CrashStore: &CrashStore{Store: s}, at: at}
+}
+
+// Claim implements [idem.Store].
+func (p *PhaseStore) Claim(ctx context.Context, cp idem.ClaimParams) (idem.ClaimResult, error) {
+	if p.down() {
+		return idem.ClaimResult{}, ErrCrashed
+	}
+	r, err := p.CrashStore.Claim(ctx, cp)
+	if err != nil || !r.Claimed {
+		return r, err
+	}
+	switch p.at {
+	case AfterClaim:
+		p.Crash()
+		return idem.ClaimResult{}, ErrCrashed
+	case DuringEffect:
+		p.Crash()
+	}
+	return r, nil
+}
+
+// Finish implements [idem.Store].
+func (p *PhaseStore) Finish(ctx context.Context, fp idem.FinishParams) (*idem.Record, error) {
+	switch {
+	case p.down():
+	case p.at == AfterEffect:
+		p.Crash()
+	case p.at == AfterRecord:
+		_, err := p.CrashStore.Finish(ctx, fp)
+		p.Crash()
+		if err != nil {
+			return nil, err
+		}
+		return nil, ErrAnswerLost
+	}
+	return p.CrashStore.Finish(ctx, fp)
+}

@@ -191,7 +191,7 @@ func runProxyBriefly(args ...string) (stderr string, code int) {
 func TestSynopsisListsEveryFlag(t *testing.T) {
 	t.Parallel()
 	flagRE := regexp.MustCompile(`(?m)^  --(\S+)`)
-	for _, name := range []string{"proxy", "get", "list", "resolve", "sweep"} {
+	for _, name := range []string{"proxy", "get", "list", "resolve", "sweep", "audit"} {
 		o, _, _ := runCLI(name, "--help")
 		synopsis, _, _ := strings.Cut(o, "\n")
 		for _, m := range flagRE.FindAllStringSubmatch(o, -1) {

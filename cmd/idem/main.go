@@ -1,11 +1,13 @@
 // Command idem is the idem command line: an idempotency proxy for any HTTP
 // API, the operator's tools for records (migrate, get, list, resolve,
-// sweep, reconcile), and an audit of MCP servers' tools (tools-audit).
+// sweep, reconcile, doctor), audits (audit of an HTTP API, vet of Go code,
+// tools-audit of MCP servers), bench and version.
 //
 // Exit codes: 0 ok, 1 failure, 2 usage; reconcile exits 3 when it finds
-// drift or over-counts, tools-audit when it finds an unkeyed side-effecting
-// tool, doctor when it finds something to fix in a store. Every command takes --help. Flags
-// may come before or after positional arguments; "--" ends the flags.
+// drift or over-counts, doctor when it finds something to fix in a store,
+// audit when a check fails, vet on a finding, tools-audit on an unkeyed
+// side-effecting tool. Every command takes --help. Flags may come before
+// or after positional arguments; "--" ends the flags.
 package main
 
 import (
@@ -54,6 +56,7 @@ var commands = map[string]command{
 	"resolve":     {"decide an unknown record as an operator", cmdResolve},
 	"sweep":       {"delete expired records (never unknown ones)", cmdSweep},
 	"reconcile":   {"compare records with a provider's settlement file or API (exit 3 on drift)", cmdReconcile},
+	"audit":       {"audit an HTTP API's idempotency with real requests to a sandbox (exit 3 on a failed check)", cmdAudit},
 	"tools-audit": {"report MCP tools with side effects and no idempotency key (exit 3)", cmdToolsAudit},
 	"bench":       {"measure idem against the raw driver of the same store", cmdBench},
 	"version":     {"print the module version, commit and Go version", cmdVersion},
@@ -99,5 +102,5 @@ func topUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'idem COMMAND --help' for a command's flags and an example.")
-	fmt.Fprintln(w, "Exit codes: 0 ok, 1 failure, 2 usage; 3 when reconcile, tools-audit or doctor finds a problem.")
+	fmt.Fprintln(w, "Exit codes: 0 ok, 1 failure, 2 usage; 3 when reconcile, doctor, audit, vet or tools-audit finds a problem.")
 }
