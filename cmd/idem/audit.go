@@ -27,9 +27,6 @@ import (
 	"github.com/idemkit/idem/internal/jsonmembers"
 )
 
-// exitFindings is the exit code of an audit with a failed check.
-const exitFindings = 3
-
 // auditOpts are idem audit's flags.
 type auditOpts struct {
 	sandbox, requireKey, slow, asJSON bool

@@ -12,9 +12,6 @@ import (
 	"github.com/idemkit/idem/cmd/idem/internal/storeopen"
 )
 
-// exitFindings is doctor's exit code when it found something to fix.
-const exitFindings = 3
-
 // schemaChecker is implemented by the SQL stores: the schema version
 // applied and what is wrong with the schema (table, unique constraint on
 // (scope, key), migrations).

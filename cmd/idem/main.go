@@ -29,6 +29,9 @@ const (
 	exitOK      = 0
 	exitFailure = 1
 	exitUsage   = 2
+	// exitFindings: the command ran and found something to fix (reconcile,
+	// doctor, audit, vet, tools-audit).
+	exitFindings = 3
 )
 
 func main() {
