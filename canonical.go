@@ -7,12 +7,10 @@ import (
 	"errors"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"unicode/utf8"
 
 	"github.com/idemkit/idem/internal/bodytag"
-	"github.com/idemkit/idem/internal/httpsyntax"
 )
 
 // MaxJSONDepth is the deepest nesting of arrays and objects that
@@ -706,29 +704,6 @@ func FingerprintRequest(method, route string, body []byte, isJSON bool) (Fingerp
 		return Fingerprint{}, err
 	}
 	return NewFingerprint(fingerprintJSONTag, []byte(method), []byte(route), c.out), nil
-}
-
-// IsJSONContentType reports whether the Content-Type value ct names JSON:
-// application/json or application/<something>+json, in any case, with or
-// without parameters.
-func IsJSONContentType(ct string) bool {
-	if i := strings.IndexByte(ct, ';'); i >= 0 {
-		ct = ct[:i]
-	}
-	ct = strings.TrimSpace(ct)
-	const app = "application/"
-	if len(ct) < len(app) || !strings.EqualFold(ct[:len(app)], app) {
-		return false
-	}
-	sub := ct[len(app):]
-	if strings.EqualFold(sub, "json") {
-		return true
-	}
-	const suffix = "+json"
-	if len(sub) <= len(suffix) || !strings.EqualFold(sub[len(sub)-len(suffix):], suffix) {
-		return false
-	}
-	return httpsyntax.IsToken(sub[:len(sub)-len(suffix)])
 }
 
 // TopLevelDigests maps each member name of the JSON object body to a short

@@ -580,8 +580,11 @@ func (e *Engine) finishFailed(err error) (Result, Outcome, error) {
 // backoff for FinishTimeout like an outcome write, while the caller gets
 // its answer at once.
 func (e *Engine) abandonClaim(ctx context.Context, req *Request, attemptID string) {
+	// scope and key are copied so that the goroutine below does not hold
+	// req: that would move every caller's Request to the heap.
+	scope, key := req.Scope, string(req.Key)
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.FinishTimeout)
-	rec, err := e.store.Get(fctx, req.Scope, string(req.Key))
+	rec, err := e.store.Get(fctx, scope, key)
 	if err != nil && retryable(fctx, err) && e.abandonCtx != nil {
 		e.abandoning.Add(1)
 		stop := context.AfterFunc(e.abandonCtx, cancel) // Close ends it
@@ -590,7 +593,7 @@ func (e *Engine) abandonClaim(ctx context.Context, req *Request, attemptID strin
 			defer stop()
 			defer cancel()
 			err := e.retryFinishing(fctx, "get", func() (err error) {
-				rec, err = e.store.Get(fctx, req.Scope, string(req.Key))
+				rec, err = e.store.Get(fctx, scope, key)
 				return err
 			})
 			if err == nil && rec.AttemptID == attemptID && rec.State == StateInProgress {

@@ -109,41 +109,19 @@ func mismatchFields(rec *idem.Record, in *input) []string {
 	if err != nil || intent == nil {
 		return nil
 	}
-	stored := make(map[string]string)
-	legacy := false
-	for k, v := range intent.Fields {
-		switch {
-		case k == digestsField:
-			decodeDigests(stored, v)
-		case k == shaDigestsField:
-			decodeDigests(stored, v)
-			legacy = true
-		case len(k) > len(digestPrefix) && k[:len(digestPrefix)] == digestPrefix:
-			stored[k[len(digestPrefix):]] = v
-			legacy = true
-		}
-	}
-	if len(stored) == 0 && len(intent.Fields) == 0 {
+	enc, ok := intent.Fields[digestsField]
+	if !ok {
 		return nil // the first request's body was not a JSON object
 	}
+	stored := make(map[string]string)
+	decodeDigests(stored, enc)
 	current := make(map[string]string)
-	if legacy {
-		// Digested by an earlier version: digest this body as it did.
-		if current, err = idem.TopLevelDigests(in.body); err != nil {
-			return nil
-		}
-	} else {
-		decodeDigests(current, in.digests)
-	}
+	decodeDigests(current, in.digests)
 	return idem.DiffDigests(stored, current)
 }
 
 // replay writes a recorded response.
 func (m *Middleware) replay(w http.ResponseWriter, r *http.Request, b []byte) {
-	if isLegacyRecord(b) {
-		m.replayLegacy(w, r, b)
-		return
-	}
 	v, err := parseRecord(b)
 	if err != nil {
 		m.unreadable(w, err)
@@ -171,27 +149,6 @@ func (m *Middleware) replay(w http.ResponseWriter, r *http.Request, b []byte) {
 		}
 	})
 	m.sendReplay(w, r, v.status, v.body)
-}
-
-// replayLegacy writes a response recorded in the JSON format (version 1).
-func (m *Middleware) replayLegacy(w http.ResponseWriter, r *http.Request, b []byte) {
-	rr, err := decodeLegacy(b)
-	if err != nil {
-		m.unreadable(w, err)
-		return
-	}
-	h := w.Header()
-	h.Set(ReplayedHeader, "true")
-	if rr.TooLarge {
-		m.replayTooLarge(w, rr.Header.Get("Location"), rr.Status, rr.Size)
-		return
-	}
-	for k, vs := range rr.Header {
-		if ck := http.CanonicalHeaderKey(k); !neverRecorded[ck] {
-			h[ck] = vs
-		}
-	}
-	m.sendReplay(w, r, rr.Status, rr.Body)
 }
 
 func (m *Middleware) unreadable(w http.ResponseWriter, err error) {

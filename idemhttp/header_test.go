@@ -87,3 +87,33 @@ func FuzzParseKeyHeader(f *testing.F) {
 		}
 	})
 }
+
+func TestIsJSONContentType(t *testing.T) {
+	for ct, want := range map[string]bool{
+		"application/json":                    true,
+		"Application/JSON":                    true,
+		"application/json; charset=utf-8":     true,
+		" application/json ;charset=UTF-8":    true,
+		"application/problem+json":            true,
+		"application/vnd.api+json; ext=bulk":  true,
+		"APPLICATION/MERGE-PATCH+JSON":        true,
+		"application/ld+json;profile=\"x;y\"": true,
+		"":                                    false,
+		"text/json":                           false,
+		"text/plain":                          false,
+		"application/json5":                   false,
+		"application/jsonx":                   false,
+		"application/+json":                   false,
+		"application/x json+json":             false,
+		"application/a/b+json":                false,
+		"application/json-seq":                false,
+		"application/x-www-form-urlencoded":   false,
+		"multipart/form-data; boundary=json":  false,
+		"application":                         false,
+		"json":                                false,
+	} {
+		if got := IsJSONContentType(ct); got != want {
+			t.Errorf("IsJSONContentType(%q) = %v, want %v", ct, got, want)
+		}
+	}
+}

@@ -171,16 +171,6 @@ func (in *input) release() {
 // member, keeps the intent cheap to encode and decode on every request.
 const digestsField = "body_xxh64"
 
-// Records written by earlier versions hold SHA-256 digests (the first 8
-// bytes, as idem.TopLevelDigests computes them): in one entry shaDigestsField
-// encoded as digestsField is, or before that in one entry per member named
-// digestPrefix+name. They are still read; a mismatch against such a record
-// digests the new body the same way.
-const (
-	shaDigestsField = "body_digests"
-	digestPrefix    = "body:"
-)
-
 func (in *input) intentFields() map[string]string {
 	in.digest()
 	if in.digests == "" {
@@ -248,7 +238,7 @@ func (m *Middleware) prepare(r *http.Request, in *input) *Problem {
 		}
 		in.body = b
 	}
-	if len(in.body) == 0 || !idem.IsJSONContentType(r.Header.Get("Content-Type")) {
+	if len(in.body) == 0 || !IsJSONContentType(r.Header.Get("Content-Type")) {
 		in.fp, _ = idem.FingerprintRequest(r.Method, m.cfg.Route(r), in.body, false)
 		return nil
 	}

@@ -31,7 +31,7 @@ func MadeRecord(rec *idem.Record) bool {
 			return in.Origin == Origin
 		}
 		for k := range in.Fields {
-			if k == digestsField || k == shaDigestsField || strings.HasPrefix(k, digestPrefix) {
+			if k == digestsField {
 				return true
 			}
 		}

@@ -39,16 +39,6 @@ func TestRecordedResponseRoundTrip(t *testing.T) {
 	}
 }
 
-func TestDecodeResponseLegacyJSON(t *testing.T) {
-	rr, err := idemhttp.DecodeResponse([]byte(` {"v":1,"status":201,"header":{"Location":["/charges/7"]},"body":"eyJpZCI6N30=","size":8}`))
-	if err != nil || rr.Status != 201 || string(rr.Body) != `{"id":7}` || rr.Header.Get("Location") != "/charges/7" || rr.V != 1 {
-		t.Fatalf("legacy record = %+v, %v", rr, err)
-	}
-	if _, err := idemhttp.DecodeResponse([]byte(`{"v":3,"status":201}`)); err == nil || !strings.Contains(err.Error(), "version 3") {
-		t.Fatalf("JSON version 3: err = %v, want an unsupported-version error", err)
-	}
-}
-
 func TestDecodeResponseRefuses(t *testing.T) {
 	good, _ := (&idemhttp.RecordedResponse{Status: 200, Header: http.Header{"Etag": {"x"}}, TooLarge: true, Size: 9}).Encode()
 	for name, c := range map[string]struct {

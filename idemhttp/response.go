@@ -1,8 +1,6 @@
 package idemhttp
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -43,11 +41,8 @@ func (r *RecordedResponse) Encode() ([]byte, error) {
 }
 
 // DecodeResponse decodes a record's Result as written by
-// [RecordedResponse.Encode], in either format version.
+// [RecordedResponse.Encode].
 func DecodeResponse(b []byte) (*RecordedResponse, error) {
-	if isLegacyRecord(b) {
-		return decodeLegacy(b)
-	}
 	v, err := parseRecord(b)
 	if err != nil {
 		return nil, err
@@ -61,36 +56,4 @@ func DecodeResponse(b []byte) (*RecordedResponse, error) {
 		rr.Body = slices.Clone(v.body)
 	}
 	return rr, nil
-}
-
-// legacyVersion is the JSON format written before version 2:
-//
-//	{"v":1,"status":201,"header":{"Content-Type":["application/json"]},"body":"<base64>"}
-const legacyVersion = 1
-
-// isLegacyRecord reports whether b is a version 1 (JSON) record: a JSON
-// object, which never starts with the binary format's zero byte.
-func isLegacyRecord(b []byte) bool {
-	for _, c := range b {
-		switch c {
-		case ' ', '\t', '\r', '\n':
-			continue
-		}
-		return c == '{'
-	}
-	return false
-}
-
-func decodeLegacy(b []byte) (*RecordedResponse, error) {
-	var r RecordedResponse
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("idemhttp: recorded response: %w", err)
-	}
-	if r.V != legacyVersion {
-		return nil, fmt.Errorf("idemhttp: recorded response: unsupported JSON format version %d", r.V)
-	}
-	if r.Status < 100 || r.Status > 999 {
-		return nil, errors.New("idemhttp: recorded response: invalid status")
-	}
-	return &r, nil
 }

@@ -73,25 +73,6 @@ func TestPanicMarksUnknown(t *testing.T) {
 	})
 }
 
-// A record written in the JSON format (version 1) before the binary one
-// still replays, headers and body included.
-func TestLegacyJSONRecordReplays(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(t *testing.T) idem.Store) {
-		e := newEnv(t, open, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: -1}}, idemhttp.Config{}, func(w http.ResponseWriter, r *http.Request) {
-			w.WriteHeader(http.StatusCreated)
-		})
-		e.do("POST", "/c", `"legacy"`, `{}`)
-		legacy := `{"v":1,"status":202,"header":{"Location":["/charges/7"],"Set-Cookie":["s=1"]},"body":"eyJpZCI6N30=","size":8}`
-		if _, err := e.eng.Resolve(context.Background(), "", "legacy", idem.Resolution{As: idem.StateSucceeded, Result: []byte(legacy), Force: true}); err != nil {
-			t.Fatal(err)
-		}
-		r := e.do("POST", "/c", `"legacy"`, `{}`)
-		if r.status != http.StatusAccepted || r.body != `{"id":7}` || r.header.Get("Location") != "/charges/7" || r.header.Get("Set-Cookie") != "" || r.header.Get(idemhttp.ReplayedHeader) != "true" {
-			t.Fatalf("legacy replay: %d %q %v", r.status, r.body, r.header)
-		}
-	})
-}
-
 // TestRecordedPreludeOfAnyLength replays responses whose status and
 // recorded headers encode in fewer and in more bytes than the recorder
 // keeps without allocating, written at once, in pieces, not at all, and
