@@ -75,8 +75,8 @@ func TestMigratePrintThenMigrate(t *testing.T) {
 		if _, err := db.ExecContext(ctx, script); err != nil {
 			t.Fatalf("apply printed script: %v", err)
 		}
-		if o, e, code := runCLI("migrate", "--store", dsn); code != exitOK {
-			t.Fatalf("migrate after the printed script: code %d, stdout %q, stderr %q", code, o, e)
+		if o, e, code := runCLI("migrate", "--store", dsn); code != exitOK || o != dsn+" is up to date at version 1\n" {
+			t.Fatalf("migrate after the printed script: code %d, stdout %q, stderr %q; want up to date at version 1", code, o, e)
 		}
 		var n int
 		if err := db.QueryRow(`SELECT count(*) FROM idem_migrations`).Scan(&n); err != nil || n != 1 {
@@ -98,8 +98,21 @@ func TestMigratePrintThenMigrate(t *testing.T) {
 		if _, err := conn.Exec(ctx, script); err != nil {
 			t.Fatalf("apply printed script: %v", err)
 		}
-		if o, e, code := runCLI("migrate", "--store", dsn); code != exitOK {
-			t.Fatalf("migrate after the printed script: code %d, stdout %q, stderr %q", code, o, e)
+		if o, e, code := runCLI("migrate", "--store", dsn); code != exitOK || !strings.HasSuffix(o, " is up to date at version 1\n") {
+			t.Fatalf("migrate after the printed script: code %d, stdout %q, stderr %q; want up to date at version 1", code, o, e)
 		}
 	})
+}
+
+// TestMigrateSaysWhatItDid: a first migrate names the versions it moved
+// the schema between; a second says the schema is up to date.
+func TestMigrateSaysWhatItDid(t *testing.T) {
+	t.Parallel()
+	dsn := "sqlite://" + filepath.Join(t.TempDir(), "m.db")
+	if o, e, code := runCLI("migrate", "--store", dsn); code != exitOK || o != "migrated "+dsn+" from version 0 to 1\n" {
+		t.Fatalf("first migrate: code %d, stdout %q, stderr %q", code, o, e)
+	}
+	if o, e, code := runCLI("migrate", "--store", dsn); code != exitOK || o != dsn+" is up to date at version 1\n" {
+		t.Fatalf("second migrate: code %d, stdout %q, stderr %q", code, o, e)
+	}
 }

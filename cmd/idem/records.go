@@ -54,13 +54,46 @@ func cmdMigrate(ctx context.Context, e *env, args []string) int {
 		fmt.Fprint(e.stdout, sql)
 		return exitOK
 	}
+	before := schemaVersion(ctx, *dsn)
 	st, err := storeopen.Open(ctx, *dsn, storeopen.Options{Migrate: true})
 	if err != nil {
 		return f.fail(err)
 	}
-	_ = st.Close()
-	fmt.Fprintf(e.stdout, "migrated %s\n", redacted(*dsn))
+	defer st.Close()
+	after := -1
+	if sc, ok := st.(schemaChecker); ok {
+		if v, _, err := sc.CheckSchema(ctx); err == nil {
+			after = v
+		}
+	}
+	switch {
+	case after < 0:
+		fmt.Fprintf(e.stdout, "migrated %s\n", redacted(*dsn))
+	case before == after:
+		fmt.Fprintf(e.stdout, "%s is up to date at version %d\n", redacted(*dsn), after)
+	default:
+		fmt.Fprintf(e.stdout, "migrated %s from version %d to %d\n", redacted(*dsn), max(before, 0), after)
+	}
 	return exitOK
+}
+
+// schemaVersion is the schema version a store holds before migrating: 0
+// for a store with none yet, -1 when it cannot be read.
+func schemaVersion(ctx context.Context, dsn string) int {
+	st, err := storeopen.Open(ctx, dsn, storeopen.Options{})
+	if err != nil {
+		return -1
+	}
+	defer st.Close()
+	sc, ok := st.(schemaChecker)
+	if !ok {
+		return -1
+	}
+	v, _, err := sc.CheckSchema(ctx)
+	if err != nil {
+		return -1
+	}
+	return v
 }
 
 // openExisting opens a store for the record commands: never creating a new
