@@ -2,15 +2,11 @@ package idem
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"slices"
 	"strconv"
 	"sync"
 	"unicode/utf8"
-
-	"github.com/idemkit/idem/internal/bodytag"
 )
 
 // MaxJSONDepth is the deepest nesting of arrays and objects that
@@ -677,84 +673,6 @@ func appendDecimal(out []byte, neg bool, d []byte, exp int64) []byte {
 
 // Fingerprints
 
-// Domain tags keep the two ways of hashing a body apart, so that a JSON body
-// and a raw body with the same bytes never share a fingerprint.
-var (
-	fingerprintJSONTag = []byte(bodytag.JSON)
-	fingerprintRawTag  = []byte(bodytag.Raw)
-)
-
-// FingerprintRequest returns the fingerprint of a request: its method, its
-// route and its body. A JSON body (isJSON) is hashed in canonical form, so
-// member order and whitespace do not matter; if it is not valid JSON the
-// error is a [*JSONError] (HTTP 400 rather than a silent byte hash). An
-// empty body is not JSON: pass isJSON only when there is a body. Other
-// bodies are hashed as bytes. JSON and raw bodies are hashed under
-// different domain tags, so they never collide.
-func FingerprintRequest(method, route string, body []byte, isJSON bool) (Fingerprint, error) {
-	if !isJSON {
-		return NewFingerprint(fingerprintRawTag, []byte(method), []byte(route), body), nil
-	}
-	c := canonPool.Get().(*canonicalizer)
-	defer c.release()
-	c.src, c.out = body, c.own[:0]
-	err := c.document()
-	c.own = c.out[:0] // keep the grown buffer for the next caller
-	if err != nil {
-		return Fingerprint{}, err
-	}
-	return NewFingerprint(fingerprintJSONTag, []byte(method), []byte(route), c.out), nil
-}
-
-// TopLevelDigests maps each member name of the JSON object body to a short
-// hex digest (16 digits) of the member's canonical value. Stored beside a
-// record, they let a mismatch report name the fields that changed
-// ([DiffDigests]) without echoing any value. The digests are unsalted: a
-// low-entropy value (an amount, a PIN) can be guessed from its digest, so
-// keep them as private as the body. The error is a [*JSONError] if body is
-// not a valid JSON object.
-func TopLevelDigests(body []byte) (map[string]string, error) {
-	c := canonPool.Get().(*canonicalizer)
-	defer c.release()
-	c.src, c.out = body, c.own[:0]
-	defer func() { c.own = c.out[:0] }()
-	i := c.skipSpace(0)
-	if i >= len(body) || body[i] != '{' {
-		return nil, c.fail(i, "not a JSON object")
-	}
-	digests := make(map[string]string)
-	i = c.skipSpace(i + 1)
-	if i < len(body) && body[i] == '}' {
-		return digests, c.trailing(i + 1)
-	}
-	for {
-		c.out = c.out[:0]
-		var err error
-		if i, err = c.member(i, 1); err != nil {
-			return nil, err
-		}
-		m := c.members[0]
-		c.members = c.members[:0]
-		name := string(unescapeCanonical(c.out[m.start+1 : m.nameEnd-1]))
-		if _, dup := digests[name]; dup {
-			return nil, &JSONError{Offset: m.srcOff, Reason: "duplicate member name", duplicate: true}
-		}
-		sum := sha256.Sum256(c.out[m.nameEnd+1 : m.end])
-		digests[name] = hex.EncodeToString(sum[:8])
-		if i = c.skipSpace(i); i >= len(body) {
-			return nil, c.fail(i, "unterminated object")
-		}
-		switch body[i] {
-		case ',':
-			i = c.skipSpace(i + 1)
-		case '}':
-			return digests, c.trailing(i + 1)
-		default:
-			return nil, c.fail(i, "expected ',' or '}' in object")
-		}
-	}
-}
-
 // trailing refuses anything but whitespace from src[i] on.
 func (c *canonicalizer) trailing(i int) error {
 	if i = c.skipSpace(i); i != len(c.src) {
@@ -771,23 +689,4 @@ func unescapeCanonical(s []byte) []byte {
 		i += n
 	}
 	return out
-}
-
-// DiffDigests returns, sorted, the member names that are in only one of a
-// and b or whose digests differ: the fields a client changed between two
-// requests. It returns nil when the digests agree.
-func DiffDigests(a, b map[string]string) []string {
-	var names []string
-	for name, da := range a {
-		if db, ok := b[name]; !ok || db != da {
-			names = append(names, name)
-		}
-	}
-	for name := range b {
-		if _, ok := a[name]; !ok {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	return names
 }
