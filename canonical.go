@@ -671,8 +671,6 @@ func appendDecimal(out []byte, neg bool, d []byte, exp int64) []byte {
 	return out
 }
 
-// Fingerprints
-
 // trailing refuses anything but whitespace from src[i] on.
 func (c *canonicalizer) trailing(i int) error {
 	if i = c.skipSpace(i); i != len(c.src) {
