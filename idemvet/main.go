@@ -200,29 +200,34 @@ func split(p string) (string, int, int) {
 // and [ExitFailure] when the packages could not be analysed.
 func Main(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("idem vet", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // a bad flag is reported in one line, below
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
 	tests := fs.Bool("tests", false, "also report findings in _test.go files (tests build failures on purpose)")
 	only := fs.String("only", "", "comma-separated analyzers to run (default all)")
 	quiet := fs.Bool("q", false, "do not list silenced findings")
-	usage := func() {
-		fmt.Fprintf(fs.Output(), "usage: idem vet [flags] [packages]\n\nFind the red flags of idempotency in Go code, SQL migrations and Prometheus\nrules: exit 0 none, 3 findings, 1 could not run, 2 usage.\n\nflags:\n")
-		fs.PrintDefaults()
-		fmt.Fprintf(fs.Output(), "\nanalyzers:\n")
+	usage := func(w io.Writer) {
+		fmt.Fprintf(w, "usage: idem vet [--json] [--tests] [--only A,B] [-q] [packages]\n\nFind the red flags of idempotency in Go code, SQL migrations and Prometheus\nrules: exit 0 none, 3 findings, 1 could not run, 2 usage.\n\nflags:\n")
+		fs.VisitAll(func(fl *flag.Flag) {
+			name, help := flag.UnquoteUsage(fl)
+			line := "  --" + fl.Name
+			if name != "" {
+				line += " " + name
+			}
+			fmt.Fprintf(w, "%s\n    \t%s\n", line, help)
+		})
+		fmt.Fprintf(w, "\nanalyzers:\n")
 		for _, a := range Analyzers() {
-			fmt.Fprintf(fs.Output(), "  %-16s %s\n", a.Name, strings.SplitN(a.Doc, "\n", 2)[0])
+			fmt.Fprintf(w, "  %-16s %s\n", a.Name, strings.SplitN(a.Doc, "\n", 2)[0])
 		}
-		fmt.Fprintf(fs.Output(), "\nSilence a finding with //idem:ignore ANALYZER REASON on its line or the line before.\n\nexample:\n  idem vet ./...\n")
+		fmt.Fprintf(w, "\nSilence a finding with //idem:ignore ANALYZER REASON on its line or the line before.\n\nexample:\n  idem vet ./...\n")
 	}
 	fs.Usage = func() {} // printed below, to the right stream
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			usage()
+			usage(stdout)
 			return ExitOK
 		}
-		fmt.Fprintln(stderr)
-		usage()
+		fmt.Fprintf(stderr, "idem vet: %s\nRun 'idem vet --help' for usage.\n", strings.Replace(err.Error(), ": -", ": --", 1))
 		return ExitUsage
 	}
 	opts := Options{Tests: *tests}
@@ -234,7 +239,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		for _, n := range strings.Split(*only, ",") {
 			a, ok := byName[strings.TrimSpace(n)]
 			if !ok {
-				fmt.Fprintf(stderr, "idem vet: -only: no analyzer %q\n", n)
+				fmt.Fprintf(stderr, "idem vet: --only: no analyzer %q\nRun 'idem vet --help' for usage.\n", n)
 				return ExitUsage
 			}
 			opts.Analyzers = append(opts.Analyzers, a)

@@ -42,7 +42,10 @@ import (
 )
 
 // faultStores are the stores every scenario runs on; each call makes a
-// fresh, isolated store (own file, schema, table or key prefix).
+// fresh, isolated store (own file, schema, table or key prefix). The
+// shared test Redis may run without persistence, so the scenarios on it
+// start the proxy with --allow-volatile-store (the outage scenarios run
+// their own persistent redis-server).
 func faultStores() map[string]func(t *testing.T) string {
 	px, svc := proxyStores(nil), serviceStores()
 	return map[string]func(t *testing.T) string{"sqlite": px["sqlite"], "postgres": px["postgres"], "mysql": svc["mysql"], "redis": svc["redis"]}
@@ -328,7 +331,7 @@ func TestFaultClientTimeout(t *testing.T) {
 			time.Sleep(3 * time.Second) // applied whatever the caller does
 			return answer(w, http.StatusCreated, bodyFor(key))
 		})
-		p := startProxy(t, "--upstream", up.URL, "--store", dsn)
+		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--allow-volatile-store")
 		var h history.History
 		impatient, patient := newFaultClient(&h, time.Second), newFaultClient(&h, 10*time.Second)
 		var wg sync.WaitGroup
@@ -369,7 +372,7 @@ func TestFaultClientNeverReads(t *testing.T) {
 		up := newFaultUpstream(t, func(w http.ResponseWriter, r *http.Request, key string) bool {
 			return answer(w, http.StatusCreated, big)
 		})
-		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--max-response", strconv.Itoa(2*size))
+		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--max-response", strconv.Itoa(2*size), "--allow-volatile-store")
 		const key = "never-reads"
 		var h history.History
 		h.Invoke(key)
@@ -414,7 +417,7 @@ func TestFaultClientHalfCloseBeforeClaim(t *testing.T) {
 		up := newFaultUpstream(t, func(w http.ResponseWriter, r *http.Request, key string) bool {
 			return answer(w, http.StatusCreated, bodyFor(key))
 		})
-		p := startProxy(t, "--upstream", up.URL, "--store", dsn)
+		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--allow-volatile-store")
 		const key = "half-close"
 		var h history.History
 		h.Invoke(key)
@@ -466,7 +469,7 @@ func TestFaultUpstreamStallsAfterHeaders(t *testing.T) {
 			return false
 		})
 		t.Cleanup(func() { close(stop) }) // before the upstream closes
-		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--upstream-timeout", "1s")
+		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--upstream-timeout", "1s", "--allow-volatile-store")
 		const key = "stall"
 		var h history.History
 		c := newFaultClient(&h, 20*time.Second)

@@ -33,8 +33,8 @@ func forEachProxyStore(t *testing.T, f func(t *testing.T, dsn string)) {
 func TestProxyReplayAndPassThrough(t *testing.T) {
 	forEachProxyStore(t, func(t *testing.T, dsn string) {
 		up := newTestUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == "POST" && r.Header.Get("Idempotency-Key") != "" {
-				t.Error("a protected request's key was forwarded upstream")
+			if r.Method == "POST" && r.Header.Get("X-Idempotency-Key") != "" {
+				t.Error("a protected request's X-Idempotency-Key was forwarded upstream")
 			}
 			switch r.URL.Path {
 			case "/boom":
