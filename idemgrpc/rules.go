@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/internal/pattern"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
@@ -72,15 +73,7 @@ func validateRules(who string, rules []Rule) error {
 }
 
 func (ru *Rule) matches(fullMethod string) bool {
-	switch {
-	case ru.Pattern == "":
-		return true
-	case strings.HasSuffix(ru.Pattern, "/"):
-		return strings.HasPrefix(fullMethod, ru.Pattern)
-	default:
-		ok, _ := path.Match(ru.Pattern, fullMethod)
-		return ok
-	}
+	return pattern.Match(ru.Pattern, fullMethod)
 }
 
 func (ru *Rule) operation(fullMethod string) string {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/pattern"
 )
 
 // Requirement declares whether a route takes an Idempotency-Key.
@@ -87,16 +88,7 @@ func (ru *Rule) matches(method string, r *http.Request) bool {
 			return false
 		}
 	}
-	p := r.URL.Path
-	switch {
-	case ru.Pattern == "":
-		return true
-	case strings.HasSuffix(ru.Pattern, "/"):
-		return strings.HasPrefix(p, ru.Pattern)
-	default:
-		ok, _ := path.Match(ru.Pattern, p)
-		return ok
-	}
+	return pattern.Match(ru.Pattern, r.URL.Path)
 }
 
 func (ru *Rule) operation(method string) string {
