@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -245,12 +244,12 @@ func BenchmarkAppendCanonicalJSON200(b *testing.B) {
 	}
 }
 
-func BenchmarkFingerprintRequestJSON200(b *testing.B) {
+func BenchmarkFingerprintBodyJSON200(b *testing.B) {
 	src := []byte(bench200)
 	b.SetBytes(int64(len(src)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := FingerprintRequest("POST", "/v1/charges", src, true); err != nil {
+		if _, _, err := FingerprintBody("POST", "/v1/charges", src, true); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -265,95 +264,6 @@ func BenchmarkJSONValid200(b *testing.B) {
 	for b.Loop() {
 		if !json.Valid(src) {
 			b.Fatal("invalid")
-		}
-	}
-}
-
-func TestTopLevelDigests(t *testing.T) {
-	a, err := TopLevelDigests([]byte(`{"amount":5000,"currency":"EUR","meta":{"b":1,"a":2},"note":"hi"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(a) != 4 {
-		t.Fatalf("got %d digests, want 4: %v", len(a), a)
-	}
-	for name, d := range a {
-		if len(d) != 16 || strings.Trim(d, "0123456789abcdef") != "" {
-			t.Errorf("digest of %q = %q, want 16 lower-case hex digits", name, d)
-		}
-	}
-	// Same meaning, other spelling: same digests.
-	same, err := TopLevelDigests([]byte(` { "note" : "h\u0069", "meta":{"a":2,"b":1.0}, "currency":"EUR", "amount":5e3 } `))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(a, same) {
-		t.Errorf("digests differ for equal bodies:\n%v\n%v", a, same)
-	}
-	// Values that differ, are added or removed show up by name only.
-	other, err := TopLevelDigests([]byte(`{"amount":5001,"currency":"EUR","meta":{"b":1,"a":3},"extra":null}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := DiffDigests(a, other), []string{"amount", "extra", "meta", "note"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("DiffDigests = %q, want %q", got, want)
-	}
-	if got := DiffDigests(a, same); got != nil {
-		t.Errorf("DiffDigests of equal bodies = %q, want nil", got)
-	}
-	// A value's digest depends on the value only, not on its name.
-	if a["currency"] == a["note"] {
-		t.Error("different values share a digest")
-	}
-}
-
-func TestTopLevelDigestsNames(t *testing.T) {
-	d, err := TopLevelDigests([]byte(`{"\u0061\"\n":1,"é":2,"":3}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"a\"\n", "é", ""} {
-		if _, ok := d[name]; !ok {
-			t.Errorf("no digest for decoded name %q in %v", name, d)
-		}
-	}
-	empty, err := TopLevelDigests([]byte(" {} "))
-	if err != nil || len(empty) != 0 {
-		t.Errorf("TopLevelDigests({}) = %v, %v", empty, err)
-	}
-}
-
-func TestTopLevelDigestsErrors(t *testing.T) {
-	for _, in := range []string{``, `[]`, `1`, `"x"`, `{"a":1`, `{"a":1} x`, `{"a":1}{}`, `{"a":[1,}`, `{"a":"\ud800"}`, `{"a":1,"b":}`, `{"a" 1}`, `{"a":1 "b":2}`} {
-		if _, err := TopLevelDigests([]byte(in)); !errors.Is(err, ErrInvalidJSON) {
-			t.Errorf("TopLevelDigests(%q): err = %v, want ErrInvalidJSON", in, err)
-		}
-	}
-	for _, in := range []string{`{"a":1,"a":2}`, `{"a":1,"\u0061":1}`} {
-		if _, err := TopLevelDigests([]byte(in)); !errors.Is(err, ErrDuplicateMember) {
-			t.Errorf("TopLevelDigests(%q): err = %v, want ErrDuplicateMember", in, err)
-		}
-	}
-	// Nested duplicates are found too: the member values are canonicalised.
-	if _, err := TopLevelDigests([]byte(`{"a":{"x":1,"x":2}}`)); !errors.Is(err, ErrDuplicateMember) {
-		t.Errorf("nested duplicate: err = %v, want ErrDuplicateMember", err)
-	}
-}
-
-func TestDiffDigests(t *testing.T) {
-	for _, tc := range []struct {
-		a, b map[string]string
-		want []string
-	}{
-		{nil, nil, nil},
-		{map[string]string{"x": "1"}, map[string]string{"x": "1"}, nil},
-		{map[string]string{"x": "1"}, map[string]string{"x": "2"}, []string{"x"}},
-		{map[string]string{"x": "1"}, nil, []string{"x"}},
-		{nil, map[string]string{"y": "1"}, []string{"y"}},
-		{map[string]string{"b": "1", "a": "1", "c": "1"}, map[string]string{"c": "1", "d": "1", "b": "2"}, []string{"a", "b", "d"}},
-	} {
-		if got := DiffDigests(tc.a, tc.b); !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("DiffDigests(%v, %v) = %q, want %q", tc.a, tc.b, got, tc.want)
 		}
 	}
 }
@@ -409,7 +319,7 @@ func TestCanonicalJSONConcurrent(t *testing.T) {
 					errs <- fmt.Sprintf("%s -> %s, %v", inputs[i], out, err)
 					return
 				}
-				if _, err := FingerprintRequest("POST", "/", []byte(inputs[i]), true); err != nil {
+				if _, _, err := FingerprintBody("POST", "/", []byte(inputs[i]), true); err != nil {
 					errs <- err.Error()
 					return
 				}

@@ -8,6 +8,11 @@ import (
 	"time"
 )
 
+// DefaultMaxIntent is [Config.MaxIntent] when it is zero: 16 KiB, room for
+// an operation name, an origin, a body's bounded member digests
+// ([DefaultMaxDigests]) and a few fields of an application's own.
+const DefaultMaxIntent = 16 << 10
+
 // Config configures an [Engine]. The zero value works; defaults are filled in
 // by [New].
 type Config struct {
@@ -83,6 +88,13 @@ type Config struct {
 	// engine then logs each finding at error level and reports an
 	// [EventVolatileStore]. Defaults to false.
 	AllowVolatileStore bool
+	// MaxIntent bounds the encoded intent journal written with a claim
+	// (Request.Intent or LazyIntent, as JSON), in bytes: a request whose
+	// intent is larger is refused with an [*IntentTooLargeError] before
+	// anything is claimed, so no caller can make the store keep an
+	// unbounded journal per key. Negative: no bound. Defaults to 16 KiB
+	// ([DefaultMaxIntent]).
+	MaxIntent int
 	// Observer receives events for metrics and traces. Defaults to none.
 	Observer Observer
 	// Logger receives structured logs; keys are logged as hashes. Defaults
@@ -135,6 +147,9 @@ func (c *Config) fill() error {
 	}
 	if c.ClockSync == 0 {
 		c.ClockSync = time.Minute
+	}
+	if c.MaxIntent == 0 {
+		c.MaxIntent = DefaultMaxIntent
 	}
 	if c.Observer == nil {
 		c.Observer = nopObserver{}

@@ -278,6 +278,9 @@ func (e *Engine) claimLoop(ctx context.Context, req *Request, pol Policy, h Hand
 	}
 	if req.Intent != nil {
 		intent = encodeIntent(req.Intent)
+		if bound := e.cfg.MaxIntent; bound > 0 && len(intent) > bound {
+			return Result{}, OutcomeError, &IntentTooLargeError{Size: len(intent), Max: bound}
+		}
 	}
 	attemptID := newAttemptID()
 	for {

@@ -29,6 +29,9 @@ var (
 	// ErrFenced: a write presented a fence or attempt that no longer holds
 	// the record; nothing was written.
 	ErrFenced = errors.New("idem: fenced: the record moved on")
+	// ErrIntentTooLarge: the request's intent journal is larger than
+	// [Config.MaxIntent]; nothing was claimed. See [IntentTooLargeError].
+	ErrIntentTooLarge = errors.New("idem: intent too large")
 	// ErrNotFound: no record for (scope, key).
 	ErrNotFound = errors.New("idem: record not found")
 	// ErrClosed: the store or engine was closed.
@@ -71,6 +74,20 @@ func (e *ScopeError) Error() string { return "idem: invalid scope: " + e.Reason 
 
 // Is reports ErrInvalidScope.
 func (e *ScopeError) Is(target error) bool { return target == ErrInvalidScope }
+
+// IntentTooLargeError is returned when a request's encoded intent is larger
+// than [Config.MaxIntent]. Nothing was claimed and the effect did not run.
+type IntentTooLargeError struct {
+	Size int // bytes of the encoded intent
+	Max  int // Config.MaxIntent
+}
+
+func (e *IntentTooLargeError) Error() string {
+	return fmt.Sprintf("idem: intent of %d bytes is larger than the bound of %d (Config.MaxIntent)", e.Size, e.Max)
+}
+
+// Is reports [ErrIntentTooLarge].
+func (e *IntentTooLargeError) Is(target error) bool { return target == ErrIntentTooLarge }
 
 // MismatchError reports a key reused with another fingerprint.
 type MismatchError struct {

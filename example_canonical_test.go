@@ -30,3 +30,17 @@ func ExampleCanonicalJSON() {
 	// [9007199254740993,1e+21,0.1]
 	// true true
 }
+
+// FingerprintBody hashes a request once for both what decides a retry (the
+// fingerprint) and what names the members a client changed (the digests).
+func ExampleFingerprintBody() {
+	fp, first, _ := idem.FingerprintBody("POST", "/charges", []byte(`{"amount":50,"currency":"EUR"}`), true)
+	fp2, retry, _ := idem.FingerprintBody("POST", "/charges", []byte(`{ "currency":"EUR", "amount":5e1 }`), true)
+	fmt.Println(fp == fp2, first.Len())
+
+	_, changed, _ := idem.FingerprintBody("POST", "/charges", []byte(`{"amount":5000,"currency":"EUR"}`), true)
+	fmt.Println(first.Diff(retry), first.Diff(changed))
+	// Output:
+	// true 2
+	// [] [amount]
+}

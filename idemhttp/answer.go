@@ -3,6 +3,7 @@ package idemhttp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -39,6 +40,7 @@ func (m *Middleware) errorProblem(ctx context.Context, err error, in *input) *Pr
 		fe *idem.InFlightError
 		ue *idem.UnknownOutcomeError
 		se *idem.ScopeError
+		te *idem.IntentTooLargeError
 	)
 	switch {
 	case errors.As(err, &me):
@@ -56,6 +58,9 @@ func (m *Middleware) errorProblem(ctx context.Context, err error, in *input) *Pr
 			"the first request with this key may or may not have been applied; it will not be run again until its outcome is resolved")
 		p.RetryAfter = retrySeconds(ue.RetryAfter)
 		return p
+	case errors.As(err, &te):
+		return problem(TypeIntentTooLarge, http.StatusRequestEntityTooLarge, "request intent too large",
+			fmt.Sprintf("what this request records with its key (%d bytes) exceeds the server's bound of %d bytes; nothing was claimed: send a smaller request", te.Size, te.Max))
 	case errors.Is(err, idem.ErrInvalidKey):
 		return problem(TypeKeyInvalid, http.StatusBadRequest, "invalid Idempotency-Key", keyReason(err))
 	case errors.As(err, &se):
@@ -101,7 +106,6 @@ func (m *Middleware) cancelled(ctx context.Context, err error, detail string) *P
 // request that first used the key and this one, when both bodies are JSON
 // objects. Only names are returned, never values.
 func mismatchFields(rec *idem.Record, in *input) []string {
-	in.digest()
 	if rec == nil || !in.object {
 		return nil
 	}
@@ -109,15 +113,11 @@ func mismatchFields(rec *idem.Record, in *input) []string {
 	if err != nil || intent == nil {
 		return nil
 	}
-	enc, ok := intent.Fields[digestsField]
+	stored, ok := intent.Fields[idem.DigestsField]
 	if !ok {
 		return nil // the first request's body was not a JSON object
 	}
-	stored := make(map[string]string)
-	decodeDigests(stored, enc)
-	current := make(map[string]string)
-	decodeDigests(current, in.digests)
-	return idem.DiffDigests(stored, current)
+	return idem.Digests(stored).Diff(idem.Digests(*in.digests))
 }
 
 // replay writes a recorded response.

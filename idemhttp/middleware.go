@@ -8,10 +8,10 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/idemkit/idem"
@@ -25,6 +25,7 @@ type Middleware struct {
 	cfg    Config
 	allow  map[string]bool
 	obs    idem.Observer // the engine's
+	hasher idem.BodyHasher
 }
 
 // New returns a middleware running intents through engine. It fails when
@@ -40,7 +41,8 @@ func New(engine *idem.Engine, cfg Config) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Middleware{engine: engine, cfg: cfg, allow: allow, obs: engine.Config().Observer}, nil
+	return &Middleware{engine: engine, cfg: cfg, allow: allow, obs: engine.Config().Observer,
+		hasher: idem.BodyHasher{MaxDigests: cfg.MaxDigests}}, nil
 }
 
 // Handler wraps next. It works with any router that takes net/http
@@ -131,87 +133,38 @@ func keyReason(err error) string {
 	return "the Idempotency-Key header is invalid"
 }
 
-// input is the request as read once: body and fingerprint.
+// input is the request as read once: body, fingerprint and digests.
 type input struct {
 	body []byte
 	fp   idem.Fingerprint
-	// canon is the canonical form of a JSON body (a pooled buffer, held
-	// until release), from which digests are computed when needed.
-	canon *[]byte
-	// object is set when the body is a JSON object; digests then holds
-	// its members' digests, encoded for the intent. Both are known once
-	// digested is set (see digest).
-	digested bool
-	object   bool
-	digests  string
+	// object is set when the body is a JSON object; digests (a pooled
+	// buffer, held until release) then holds its members' encoded
+	// idem.Digests, computed with the fingerprint and turned into a
+	// string only when a claim is written.
+	object  bool
+	digests *[]byte
 }
 
-// digest computes object and digests from the canonical body, once.
-func (in *input) digest() {
-	if in.digested {
-		return
-	}
-	in.digested = true
-	if in.canon != nil {
-		in.digests, in.object = objectDigests(*in.canon)
-	}
-}
+// digestBufs holds encoded-digest buffers between requests. The digest
+// list is bounded (idem.BodyHasher), so every buffer stays small.
+var digestBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
-// release hands the canonical body's buffer back to its pool.
+// release hands the digests' buffer back to its pool.
 func (in *input) release() {
-	if in.canon != nil {
-		releaseCanon(in.canon)
-		in.canon = nil
+	if in.digests != nil {
+		*in.digests = (*in.digests)[:0]
+		digestBufs.Put(in.digests)
+		in.digests = nil
 	}
 }
 
-// digestsField holds the per-field body digests (memberDigest) in the
-// record's Intent.Fields, as one entry: "name=digest" pairs joined by '&'
-// in name order, names query-escaped. One string, rather than one entry per
-// member, keeps the intent cheap to encode and decode on every request.
-const digestsField = "body_xxh64"
-
+// intentFields holds the body's digests under idem.DigestsField, or is
+// nil when there are none.
 func (in *input) intentFields() map[string]string {
-	in.digest()
-	if in.digests == "" {
+	if in.digests == nil || len(*in.digests) == 0 {
 		return nil
 	}
-	return map[string]string{digestsField: in.digests}
-}
-
-func encodeDigests(d map[string]string) string {
-	var arr [16]string
-	names := arr[:0]
-	n := 0
-	for k, v := range d {
-		names = append(names, k)
-		n += len(k) + len(v) + 2
-	}
-	slices.Sort(names)
-	var sb strings.Builder
-	sb.Grow(n) // escaping a name may still grow it
-	for i, k := range names {
-		if i > 0 {
-			sb.WriteByte('&')
-		}
-		sb.Write(appendQueryEscape(nil, []byte(k)))
-		sb.WriteByte('=')
-		sb.WriteString(d[k])
-	}
-	return sb.String()
-}
-
-// decodeDigests reads what encodeDigests wrote into dst.
-func decodeDigests(dst map[string]string, s string) {
-	q, err := url.ParseQuery(s)
-	if err != nil {
-		return
-	}
-	for k, vs := range q {
-		if len(vs) > 0 {
-			dst[k] = vs[0]
-		}
-	}
+	return map[string]string{idem.DigestsField: string(*in.digests)}
 }
 
 // prepare reads the body (bounded) into in and fingerprints the request.
@@ -238,17 +191,29 @@ func (m *Middleware) prepare(r *http.Request, in *input) *Problem {
 		}
 		in.body = b
 	}
-	if len(in.body) == 0 || !IsJSONContentType(r.Header.Get("Content-Type")) {
-		in.fp, _ = idem.FingerprintRequest(r.Method, m.cfg.Route(r), in.body, false)
-		return nil
-	}
-	fp, canon, err := canonicalJSON(r.Method, m.cfg.Route(r), in.body)
-	in.fp, in.canon = fp, canon
+	isJSON := len(in.body) > 0 && IsJSONContentType(r.Header.Get("Content-Type"))
+	dp := digestBufs.Get().(*[]byte)
+	fp, d, err := m.hasher.Append((*dp)[:0], r.Method, m.cfg.Route(r), in.body, isJSON)
+	*dp = d
+	in.fp, in.digests = fp, dp
+	in.object = isJSON && err == nil && firstByte(in.body) == '{'
 	if err != nil {
 		return problem(TypeBodyInvalidJSON, http.StatusBadRequest, "invalid JSON body",
 			"the body is declared as JSON but is not valid JSON: "+jsonReason(err))
 	}
 	return nil
+}
+
+// firstByte is b's first byte that is not JSON whitespace, or 0.
+func firstByte(b []byte) byte {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+		default:
+			return c
+		}
+	}
+	return 0
 }
 
 func (m *Middleware) tooLarge() *Problem {

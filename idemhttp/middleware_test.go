@@ -215,7 +215,7 @@ func TestLeaseExpiredIsUnknown(t *testing.T) {
 		var n int64
 		e := newEnv(t, open, idem.Config{}, idemhttp.Config{}, created(&n))
 		// A crashed attempt: claimed, lease long gone, nothing recorded.
-		fp, err := idem.FingerprintRequest("POST", "/x", []byte(`{}`), true)
+		fp, _, err := idem.FingerprintBody("POST", "/x", []byte(`{}`), true)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,6 +23,10 @@ const (
 	// TypeBodyTooLarge: the request body exceeds the limit; nothing was
 	// claimed (413).
 	TypeBodyTooLarge = ProblemBase + "body-too-large"
+	// TypeIntentTooLarge: the intent journal written with the claim (the
+	// operation, the body's digests and the Config.Intent hook's fields)
+	// exceeds the engine's Config.MaxIntent; nothing was claimed (413).
+	TypeIntentTooLarge = ProblemBase + "intent-too-large"
 	// TypeBodyInvalidJSON: the body is declared JSON but is not valid JSON,
 	// so it has no canonical form to fingerprint (400).
 	TypeBodyInvalidJSON = ProblemBase + "body-invalid-json"
@@ -134,6 +138,7 @@ var stripeErrors = map[string]stripeError{
 	TypeKeyInvalid:            {"invalid_request_error", "idempotency_key_invalid", "false"},
 	TypeBodyTooLarge:          {"invalid_request_error", "body_too_large", "false"},
 	TypeBodyInvalidJSON:       {"invalid_request_error", "body_invalid_json", "false"},
+	TypeIntentTooLarge:        {"invalid_request_error", "intent_too_large", "false"},
 	TypeBodyUnreadable:        {"invalid_request_error", "body_unreadable", ""},
 	TypeKeyMismatch:           {"invalid_request_error", "idempotency_key_mismatch", "false"},
 	TypeInFlight:              {"idempotency_error", "idempotency_key_in_use", "true"},

@@ -202,7 +202,7 @@ func (h *httpTarget) fix(c Check) string {
 	case Replay:
 		return "run the effect through idem (idemhttp.New(engine, cfg).Handler(app)) and take the key from the request's Idempotency-Key header, never from a value made per request (a uuid, the time)"
 	case Divergence:
-		return "fingerprint the request before claiming the key: method, route and canonical JSON body (idemhttp does this; with the engine directly, set Request.Fingerprint from idem.FingerprintRequest)"
+		return "fingerprint the request before claiming the key: method, route and canonical JSON body (idemhttp does this; with the engine directly, set Request.Fingerprint from idem.FingerprintBody)"
 	case Concurrency:
 		return "claim the key atomically before the effect (idem.Store.Claim through the engine); looking the key up and writing it after the effect (check-then-act) lets concurrent duplicates all pass the check"
 	case Crash:

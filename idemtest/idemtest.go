@@ -233,7 +233,7 @@ func (r *runner) divergence() {
 	b = r.tg.send(key, reordered)
 	sent = fmt.Sprintf("sent %s, then %s", r.tg.describe(key, original), r.tg.describe(key, reordered))
 	if !a.ok() || !b.same(a) {
-		r.fail(Divergence, "%s\n  first:  %s\n  second: %s\n  want a replay: the same JSON document with its members reordered is the same request (hash its canonical form, idem.FingerprintRequest)", sent, a, b)
+		r.fail(Divergence, "%s\n  first:  %s\n  second: %s\n  want a replay: the same JSON document with its members reordered is the same request (hash its canonical form, idem.FingerprintBody)", sent, a, b)
 	}
 	r.wantEffects(Divergence, r.tg, before, 1, sent)
 }

@@ -17,7 +17,7 @@ import (
 type OpCase struct {
 	// Request is the request every check sends; its Key is replaced by a
 	// fresh key per check. Its Fingerprint must identify the request
-	// (idem.FingerprintRequest or idem.NewFingerprint of its inputs).
+	// (idem.FingerprintBody or idem.NewFingerprint of its inputs).
 	Request idem.Request
 	// Changed is the fingerprint of another request, for the divergence
 	// check. Defaults to one derived from Request.Fingerprint.
@@ -49,7 +49,7 @@ func Op(t testing.TB, e *idem.Engine, op idem.Handler, c OpCase) {
 	}
 	checks := checksOf(c.Checks)
 	if c.Request.Fingerprint.IsZero() && slices.Contains(checks, Divergence) {
-		t.Errorf("idemtest: %s: Request.Fingerprint is zero, so every request with a key replays the first one whatever it asks\nfix: set Request.Fingerprint from the request's inputs (idem.FingerprintRequest, idem.NewFingerprint)", Divergence)
+		t.Errorf("idemtest: %s: Request.Fingerprint is zero, so every request with a key replays the first one whatever it asks\nfix: set Request.Fingerprint from the request's inputs (idem.FingerprintBody, idem.NewFingerprint)", Divergence)
 		checks = slices.DeleteFunc(slices.Clone(checks), func(x Check) bool { return x == Divergence })
 	}
 	tg := &opTarget{e: e, c: c, calls: new(atomic.Int64)}

@@ -112,7 +112,7 @@ func engineHandler(l *Ledger, key func(*http.Request) string, fingerprint bool) 
 			}
 			req := idem.Request{Key: idem.Key(key(r)), Operation: "charge"}
 			if fingerprint {
-				if req.Fingerprint, err = idem.FingerprintRequest(r.Method, r.URL.Path, body, true); err != nil {
+				if req.Fingerprint, _, err = idem.FingerprintBody(r.Method, r.URL.Path, body, true); err != nil {
 					http.Error(w, err.Error(), http.StatusBadRequest)
 					return
 				}
