@@ -17,12 +17,10 @@ import (
 // (arguments refused by the schema) or it asked for more input.
 var errNotRecorded = errors.New("idemmcp: result not recorded")
 
-// intentToolField and intentArgPrefix name the intent journal fields that
-// let a mismatch report say what changed.
-const (
-	intentToolField = "mcp.tool"
-	intentArgPrefix = "mcp.arg."
-)
+// intentToolField names the intent journal field that holds the tool, so
+// that a mismatch report can say the key was used for another tool; the
+// arguments' digests are in idem.DigestsField.
+const intentToolField = "mcp.tool"
 
 // call runs one call of a keyed tool through the engine.
 func (g *Guard) call(ctx context.Context, next mcp.MethodHandler, method string, req *mcp.CallToolRequest) (mcp.Result, error) {
@@ -35,10 +33,11 @@ func (g *Guard) call(ctx context.Context, next mcp.MethodHandler, method string,
 	if err != nil {
 		return nil, err
 	}
-	fp, err := idem.FingerprintRequest(method, name, in.body, true)
+	fp, digests, err := idem.FingerprintBody(method, name, in.body, true)
 	if err != nil {
 		return toolError(fmt.Sprintf("arguments are not valid JSON: %v", err)), nil
 	}
+	in.digests = digests
 	st := &callState{key: in.key}
 	fwd := withArguments(req, in.forwarded)
 	out, err := g.cfg.Engine.DoBytes(withCallState(ctx, st), idem.Request{
@@ -183,7 +182,7 @@ type parsedCall struct {
 	key       idem.Key
 	fromMeta  bool
 	body      []byte            // arguments without the key, for the fingerprint
-	digests   map[string]string // top-level digests of body
+	digests   idem.Digests      // member digests of body, set with its fingerprint
 	forwarded json.RawMessage   // arguments with the effective key, for the tool
 }
 
@@ -195,17 +194,16 @@ func parseCall(req *mcp.CallToolRequest) (*parsedCall, *mcp.CallToolResult, erro
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		raw = []byte("{}")
 	}
-	// TopLevelDigests also refuses what a map decode would silently accept
+	// The canonical form refuses what a map decode would silently accept
 	// (duplicate members, invalid strings).
-	digests, err := idem.TopLevelDigests(raw)
-	if err != nil {
+	if _, err := idem.CanonicalJSON(raw); err != nil {
 		return nil, toolError(fmt.Sprintf("arguments must be a valid JSON object: %v", err)), nil
 	}
 	var args map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return nil, toolError(fmt.Sprintf("arguments must be a valid JSON object: %v", err)), nil
 	}
-	in := &parsedCall{digests: digests}
+	in := &parsedCall{}
 	if v, ok := req.Params.Meta[MetaKey]; ok {
 		s, isString := v.(string)
 		if !isString {
@@ -224,7 +222,7 @@ func parseCall(req *mcp.CallToolRequest) (*parsedCall, *mcp.CallToolResult, erro
 		in.key = key
 	}
 	delete(args, KeyParam)
-	delete(in.digests, KeyParam)
+	var err error
 	if in.body, err = json.Marshal(args); err != nil {
 		return nil, toolError(fmt.Sprintf("arguments: %v", err)), nil
 	}
@@ -259,11 +257,10 @@ func withArguments(req *mcp.CallToolRequest, args json.RawMessage) *mcp.CallTool
 	return &r
 }
 
-func intentFor(name string, digests map[string]string) *idem.Intent {
-	f := make(map[string]string, len(digests)+1)
-	f[intentToolField] = name
-	for k, d := range digests {
-		f[intentArgPrefix+k] = d
+func intentFor(name string, digests idem.Digests) *idem.Intent {
+	f := map[string]string{intentToolField: name}
+	if digests != "" {
+		f[idem.DigestsField] = string(digests)
 	}
 	return &idem.Intent{Operation: name, Fields: f}
 }

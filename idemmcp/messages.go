@@ -35,18 +35,18 @@ func inFlightError(key idem.Key, e *idem.InFlightError) *mcp.CallToolResult {
 
 func mismatchError(in *parsedCall, tool string, e *idem.MismatchError) *mcp.CallToolResult {
 	var prevTool string
-	var prev map[string]string
+	var prev idem.Digests
 	if e.Record != nil {
 		if intent, err := idem.DecodeIntent(e.Record.Intent); err == nil && intent != nil {
-			prevTool, prev = intent.Fields[intentToolField], argDigests(intent.Fields)
+			prevTool, prev = intent.Fields[intentToolField], idem.Digests(intent.Fields[idem.DigestsField])
 		}
 	}
 	var what string
 	switch {
 	case prevTool != "" && prevTool != tool:
 		what = fmt.Sprintf("for a call to the tool %q", prevTool)
-	case prev != nil:
-		if diff := idem.DiffDigests(prev, in.digests); len(diff) > 0 {
+	case prevTool != "":
+		if diff := prev.Diff(in.digests); len(diff) > 0 {
 			what = fmt.Sprintf("with different arguments (arguments that differ: %s)", strings.Join(diff, ", "))
 		}
 	}
@@ -55,17 +55,6 @@ func mismatchError(in *parsedCall, tool string, e *idem.MismatchError) *mcp.Call
 	}
 	return toolError(fmt.Sprintf("%s %q was already used %s. A key identifies one action: "+
 		"to retry that action, send exactly its arguments; for a new action, use a new %s.", KeyParam, in.key, what, KeyParam))
-}
-
-// argDigests extracts the argument digests from an intent journal.
-func argDigests(fields map[string]string) map[string]string {
-	m := make(map[string]string)
-	for k, v := range fields {
-		if name, ok := strings.CutPrefix(k, intentArgPrefix); ok {
-			m[name] = v
-		}
-	}
-	return m
 }
 
 func unknownError(key idem.Key) *mcp.CallToolResult {
