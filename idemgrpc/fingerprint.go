@@ -1,13 +1,6 @@
 package idemgrpc
 
 import (
-	"encoding/binary"
-	"encoding/hex"
-	"net/url"
-	"slices"
-	"strings"
-
-	"github.com/cespare/xxhash/v2"
 	"github.com/idemkit/idem"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -37,76 +30,31 @@ func Fingerprint(fullMethod string, msg proto.Message) (idem.Fingerprint, error)
 	return idem.NewFingerprint(fingerprintTag, []byte(fullMethod), b), nil
 }
 
-// digestsField holds the per-field request digests in the record's
-// Intent.Fields, as one entry: "name=digest" pairs joined by '&' in name
-// order, names query-escaped (field names need no escaping; the pseudo
-// field of unknown fields does).
-const digestsField = "request_xxh64"
-
 // unknownFields names the digest of a message's unknown fields.
 const unknownFields = "(unknown)"
 
-// fieldDigests returns the encoded digests of msg's populated top-level
-// fields: each field's deterministic encoding alone, hashed with XXH64 as
-// 16 hex digits. They only have to tell fields apart for a mismatch
-// report; the fingerprint, SHA-256 over the whole request, decides whether
-// a retry matches.
-func fieldDigests(msg proto.Message) string {
+// fieldDigests returns the digests of msg's populated top-level fields,
+// each over the field's deterministic encoding alone, in idem's one digest
+// encoding ([idem.DigestsOf]). They only have to tell fields apart for a
+// mismatch report; the fingerprint, SHA-256 over the whole request,
+// decides whether a retry matches.
+func fieldDigests(msg proto.Message) idem.Digests {
 	m := msg.ProtoReflect()
-	d := map[string]string{}
+	values := map[string][]byte{}
 	one := m.New()
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		one.Set(fd, v)
 		b, err := deterministic.Marshal(one.Interface())
 		one.Clear(fd)
 		if err == nil {
-			d[string(fd.Name())] = digest(b)
+			values[string(fd.Name())] = b
 		}
 		return true
 	})
 	if u := m.GetUnknown(); len(u) > 0 {
-		d[unknownFields] = digest(u)
+		values[unknownFields] = u
 	}
-	return encodeDigests(d)
-}
-
-func digest(b []byte) string {
-	var sum [8]byte
-	binary.BigEndian.PutUint64(sum[:], xxhash.Sum64(b))
-	return hex.EncodeToString(sum[:])
-}
-
-func encodeDigests(d map[string]string) string {
-	names := make([]string, 0, len(d))
-	for k := range d {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	var sb strings.Builder
-	for i, k := range names {
-		if i > 0 {
-			sb.WriteByte('&')
-		}
-		sb.WriteString(url.QueryEscape(k))
-		sb.WriteByte('=')
-		sb.WriteString(d[k])
-	}
-	return sb.String()
-}
-
-// decodeDigests reads what encodeDigests wrote.
-func decodeDigests(s string) map[string]string {
-	d := map[string]string{}
-	q, err := url.ParseQuery(s)
-	if err != nil {
-		return d
-	}
-	for k, vs := range q {
-		if len(vs) > 0 {
-			d[k] = vs[0]
-		}
-	}
-	return d
+	return idem.DigestsOf(values, 0)
 }
 
 // mismatchFields names the top-level fields that differ between the
@@ -120,9 +68,9 @@ func mismatchFields(rec *idem.Record, msg proto.Message) []string {
 	if err != nil || in == nil {
 		return nil
 	}
-	stored, ok := in.Fields[digestsField]
+	stored, ok := in.Fields[idem.DigestsField]
 	if !ok {
 		return nil
 	}
-	return idem.DiffDigests(decodeDigests(stored), decodeDigests(fieldDigests(msg)))
+	return idem.Digests(stored).Diff(fieldDigests(msg))
 }

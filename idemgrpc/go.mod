@@ -3,7 +3,6 @@ module github.com/idemkit/idem/idemgrpc
 go 1.26.0
 
 require (
-	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/idemkit/idem v0.0.0
 	github.com/idemkit/idem/internal/crashtest v0.0.0-00010101000000-000000000000
 	github.com/idemkit/idem/sqlitestore v0.0.0-00010101000000-000000000000
@@ -14,6 +13,7 @@ require (
 )
 
 require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect

@@ -63,11 +63,3 @@ func FuzzDecodeAnswer(f *testing.F) {
 		}
 	})
 }
-
-func TestDigestsRoundTrip(t *testing.T) {
-	d := map[string]string{"amount": "0123456789abcdef", unknownFields: "fedcba9876543210"}
-	got := decodeDigests(encodeDigests(d))
-	if len(got) != 2 || got["amount"] != d["amount"] || got[unknownFields] != d[unknownFields] {
-		t.Fatalf("got %v", got)
-	}
-}

@@ -125,8 +125,8 @@ type call struct {
 // per-field digests.
 func (c *call) BuildIntent() *idem.Intent {
 	return &idem.Intent{Operation: c.op, Fields: map[string]string{
-		methodField:  c.method,
-		digestsField: fieldDigests(c.req),
+		methodField:       c.method,
+		idem.DigestsField: string(fieldDigests(c.req)),
 	}}
 }
 

@@ -9,4 +9,7 @@ require (
 	github.com/idemkit/idem v0.0.0-00010101000000-000000000000
 )
 
-require filippo.io/edwards25519 v1.2.0 // indirect
+require (
+	filippo.io/edwards25519 v1.2.0 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+)
