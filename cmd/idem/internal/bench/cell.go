@@ -41,6 +41,10 @@ func (r *cellResult) add(o *cellResult) {
 }
 
 // runFor runs op from conc goroutines for dur. The first error stops it.
+// Each goroutine makes at least one request, checking the deadline only
+// after each: on a loaded machine a goroutine may first run after dur has
+// passed, and a cell whose goroutines all did would hold no request at all
+// (an "empty" cell, no rate, no ratio) rather than a slow one.
 func runFor(ctx context.Context, conc int, dur time.Duration, seq *atomic.Int64, f op) (*cellResult, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -54,9 +58,6 @@ func runFor(ctx context.Context, conc int, dur time.Duration, seq *atomic.Int64,
 			defer wg.Done()
 			for ctx.Err() == nil {
 				t0 := time.Now()
-				if !t0.Before(deadline) {
-					return
-				}
 				out, err := f(ctx, seq.Add(1))
 				if err != nil {
 					if ctx.Err() == nil {
@@ -64,9 +65,13 @@ func runFor(ctx context.Context, conc int, dur time.Duration, seq *atomic.Int64,
 					}
 					return
 				}
-				r.hist.add(time.Since(t0))
+				t1 := time.Now()
+				r.hist.add(t1.Sub(t0))
 				r.ops++
 				r.outcomes[out]++
+				if !t1.Before(deadline) {
+					return
+				}
 			}
 		}(&results[w])
 	}
