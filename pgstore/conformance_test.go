@@ -11,6 +11,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testenv"
 	"github.com/idemkit/idem/pgstore"
+	"github.com/idemkit/idem/idemhttp/middlewaretest"
 	"github.com/idemkit/idem/storetest"
 )
 
@@ -97,4 +98,11 @@ func TestConstraintEvidence(t *testing.T) {
 	if real := storetest.RaceEffects(t, newStore(t, pgstore.Config{}), 32, 50); real != 0 {
 		t.Fatalf("the real store ran %d duplicate effects", real)
 	}
+}
+
+// TestMiddleware runs idemhttp's guarantees on this store, each case in a
+// fresh schema.
+func TestMiddleware(t *testing.T) {
+	t.Parallel()
+	middlewaretest.Run(t, func(t *testing.T) idem.Store { return newStore(t, pgstore.Config{}) })
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemhttp/middlewaretest"
 	"github.com/idemkit/idem/storetest"
 )
 
@@ -31,4 +32,9 @@ func TestConstraintEvidence(t *testing.T) {
 	if real := storetest.RaceEffects(t, newStore(t), 16, 30); real != 0 {
 		t.Fatalf("the real store ran %d duplicate effects", real)
 	}
+}
+
+// TestMiddleware runs idemhttp's guarantees on this store.
+func TestMiddleware(t *testing.T) {
+	middlewaretest.Run(t, func(t *testing.T) idem.Store { return newStore(t) })
 }
