@@ -9,9 +9,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemhttp/middlewaretest"
 	"github.com/idemkit/idem/internal/testenv"
 	"github.com/idemkit/idem/pgstore"
-	"github.com/idemkit/idem/idemhttp/middlewaretest"
 	"github.com/idemkit/idem/storetest"
 )
 
