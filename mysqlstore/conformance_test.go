@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemhttp/middlewaretest"
 	"github.com/idemkit/idem/internal/testenv"
 	"github.com/idemkit/idem/mysqlstore"
 	"github.com/idemkit/idem/storetest"
@@ -110,4 +111,11 @@ func TestConformanceOpen(t *testing.T) {
 			return peer
 		},
 	})
+}
+
+// TestMiddleware runs idemhttp's guarantees on this store, each case in a
+// table of its own.
+func TestMiddleware(t *testing.T) {
+	db := sharedPool(t)
+	middlewaretest.Run(t, func(t *testing.T) idem.Store { return migrated(t, db) })
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemhttp/middlewaretest"
 	"github.com/idemkit/idem/storetest"
 )
 
@@ -50,4 +51,11 @@ func TestRaceEffects(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMiddleware runs idemhttp's guarantees on this store, each case
+// under a key prefix of its own.
+func TestMiddleware(t *testing.T) {
+	c := standaloneClient(t)
+	middlewaretest.Run(t, func(t *testing.T) idem.Store { return newStoreOn(t, c, Config{}) })
 }
