@@ -670,21 +670,3 @@ func appendDecimal(out []byte, neg bool, d []byte, exp int64) []byte {
 	}
 	return out
 }
-
-// trailing refuses anything but whitespace from src[i] on.
-func (c *canonicalizer) trailing(i int) error {
-	if i = c.skipSpace(i); i != len(c.src) {
-		return c.fail(i, "data after the top-level value")
-	}
-	return nil
-}
-
-func unescapeCanonical(s []byte) []byte {
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); {
-		b, n := unescapeCanonicalByte(s, i)
-		out = append(out, b)
-		i += n
-	}
-	return out
-}
