@@ -181,9 +181,9 @@ func markReplayed(res *mcp.CallToolResult) {
 type parsedCall struct {
 	key       idem.Key
 	fromMeta  bool
-	body      []byte            // arguments without the key, for the fingerprint
-	digests   idem.Digests      // member digests of body, set with its fingerprint
-	forwarded json.RawMessage   // arguments with the effective key, for the tool
+	body      []byte          // arguments without the key, for the fingerprint
+	digests   idem.Digests    // member digests of body, set with its fingerprint
+	forwarded json.RawMessage // arguments with the effective key, for the tool
 }
 
 // parseCall extracts the key and the fingerprinted arguments. A problem the
