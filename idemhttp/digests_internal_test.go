@@ -19,25 +19,89 @@ func TestDigestsRoundTrip(t *testing.T) {
 	}
 }
 
+// testMiddleware is a Middleware with only what the digests need.
+func testMiddleware(secret string) *Middleware {
+	s := []byte(secret)
+	return &Middleware{digestSecret: s, digestKeyID: digestKeyID(s), macs: newDigestMACs(s)}
+}
+
+// storedIntent is the record a first request with body made in scope.
+func storedIntent(t *testing.T, m *Middleware, scope string, body []byte) *idem.Record {
+	t.Helper()
+	_, digests, object, err := fingerprintJSON("POST", "/c", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &input{body: body, object: object, digested: true, digests: digests}
+	intent, err := json.Marshal(idem.Intent{Operation: "POST", Fields: m.intentFields(scope, in)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &idem.Record{Scope: scope, Intent: intent}
+}
+
+func retryInput(t *testing.T, body []byte) *input {
+	t.Helper()
+	_, digests, object, err := fingerprintJSON("POST", "/c", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &input{body: body, object: object, digested: true, digests: digests}
+}
+
 // A mismatch names the changed fields from the digests the record holds.
 func TestMismatchFieldsFromStoredDigests(t *testing.T) {
-	first := []byte(`{"amount":5000,"to":"DE00","note":"x"}`)
-	retry := []byte(`{"amount":5000,"to":"DE01","note":"x"}`)
-	_, firstDigests, _, err := fingerprintJSON("POST", "/c", first)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, retryDigests, _, err := fingerprintJSON("POST", "/c", retry)
-	if err != nil {
-		t.Fatal(err)
-	}
-	intent, err := json.Marshal(idem.Intent{Operation: "POST", Fields: map[string]string{digestsField: firstDigests}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := &input{body: retry, object: true, digested: true, digests: retryDigests}
-	if got := mismatchFields(&idem.Record{Intent: intent}, in); len(got) != 1 || got[0] != "to" {
+	m := testMiddleware("0123456789abcdef0123456789abcdef")
+	rec := storedIntent(t, m, "user-1", []byte(`{"amount":5000,"to":"DE00","note":"x"}`))
+	in := retryInput(t, []byte(`{"amount":5000,"to":"DE01","note":"x"}`))
+	if got := m.mismatchFields("user-1", rec, in); len(got) != 1 || got[0] != "to" {
 		t.Errorf("fields %v, want [to]", got)
+	}
+	// Digests keyed with another secret (another process's) are not
+	// compared: every field would seem to differ.
+	other := testMiddleware("another secret, another process!")
+	if got := other.mismatchFields("user-1", rec, in); got != nil {
+		t.Errorf("fields %v from digests keyed with another secret, want none", got)
+	}
+	// A record made before digests were keyed is not compared either.
+	legacy, _ := json.Marshal(idem.Intent{Operation: "POST", Fields: map[string]string{digestsField: in.digests}})
+	if got := m.mismatchFields("user-1", &idem.Record{Intent: legacy}, in); got != nil {
+		t.Errorf("fields %v from unkeyed digests, want none", got)
+	}
+}
+
+// The digests a record keeps are keyed per scope: the same body in two
+// scopes has no digest in common, and none equals the unkeyed digest.
+func TestFieldDigestsDifferAcrossScopes(t *testing.T) {
+	m := testMiddleware("0123456789abcdef0123456789abcdef")
+	body := []byte(`{"amount":5000,"currency":"EUR","to":"DE00","note":"x","n":null,"same":"x"}`)
+	in := retryInput(t, body)
+	plain := map[string]string{}
+	decodeDigests(plain, in.digests)
+	seen := map[string]string{}
+	for name, v := range plain {
+		seen[v] = "unkeyed " + name
+	}
+	for _, scope := range []string{"alice", "bob", "alice "} {
+		f := m.intentFields(scope, in)
+		id, enc, _ := strings.Cut(f[keyedDigestsField], ":")
+		if id != m.digestKeyID {
+			t.Fatalf("scope %q: digests keyed with %q, want %q", scope, id, m.digestKeyID)
+		}
+		d := map[string]string{}
+		decodeDigests(d, enc)
+		if len(d) != len(plain) {
+			t.Fatalf("scope %q: %d digests, want %d", scope, len(d), len(plain))
+		}
+		for name, v := range d {
+			if prev, ok := seen[v]; ok {
+				t.Errorf("scope %q field %q has the digest of %s", scope, name, prev)
+			}
+			seen[v] = "scope " + scope + " field " + name
+		}
+	}
+	if f := m.intentFields("", in); f != nil {
+		t.Errorf("the global scope keeps digests %v, want none", f)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/idemkit/idem"
@@ -25,6 +26,11 @@ type Middleware struct {
 	cfg    Config
 	allow  map[string]bool
 	obs    idem.Observer // the engine's
+	// digestSecret keys the per-field digests (Config.DigestSecret, or a
+	// random one); digestKeyID names it in records.
+	digestSecret []byte
+	digestKeyID  string
+	macs         *sync.Pool // of *digestMAC
 }
 
 // New returns a middleware running intents through engine. It fails when
@@ -40,7 +46,9 @@ func New(engine *idem.Engine, cfg Config) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Middleware{engine: engine, cfg: cfg, allow: allow, obs: engine.Config().Observer}, nil
+	secret := digestSecret(cfg.DigestSecret)
+	return &Middleware{engine: engine, cfg: cfg, allow: allow, obs: engine.Config().Observer,
+		digestSecret: secret, digestKeyID: digestKeyID(secret), macs: newDigestMACs(secret)}, nil
 }
 
 // Handler wraps next. It works with any router that takes net/http
@@ -103,11 +111,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	scope, err := m.cfg.Scope(r)
 	if err != nil {
-		WriteProblem(w, problem(TypeScopeMissing, http.StatusUnauthorized, "no principal for the key",
-			"keys are scoped to the authenticated principal, and this request has none"))
+		WriteProblem(w, scopeProblem(w, err))
 		return
 	}
-	c := &call{m: m, w: w, r: r, next: next}
+	c := &call{m: m, w: w, r: r, next: next, scope: scope}
 	defer c.in.release()
 	if p := m.prepare(r, &c.in); p != nil {
 		WriteProblem(w, p)
@@ -120,6 +127,19 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	req := idem.Request{Scope: scope, Key: key, Fingerprint: c.in.fp, Operation: op,
 		LazyIntent: c, Policy: ru.Policy}
 	c.run(req)
+}
+
+// scopeProblem is the problem for a request Config.Scope refused, with
+// the WWW-Authenticate challenge of an *UnauthenticatedError set on w.
+func scopeProblem(w http.ResponseWriter, err error) *Problem {
+	var ue *UnauthenticatedError
+	if errors.As(err, &ue) {
+		w.Header().Set("WWW-Authenticate", ue.challenge())
+		return problem(TypeScopeUnauthenticated, http.StatusUnauthorized, "not authenticated",
+			ue.reason()+"; nothing was claimed")
+	}
+	return problem(TypeScopeMissing, http.StatusUnauthorized, "no principal for the key",
+		"keys are scoped to the authenticated principal, and this request has none")
 }
 
 // keyReason is the client-facing reason of a key error.
@@ -165,19 +185,12 @@ func (in *input) release() {
 	}
 }
 
-// digestsField holds the per-field body digests (memberDigest) in the
-// record's Intent.Fields, as one entry: "name=digest" pairs joined by '&'
-// in name order, names query-escaped. One string, rather than one entry per
-// member, keeps the intent cheap to encode and decode on every request.
+// digestsField held the per-field body digests (memberDigest), unkeyed,
+// in the Intent.Fields of records made before digests were keyed per
+// scope (see keyedDigestsField): "name=digest" pairs joined by '&' in name
+// order, names query-escaped. Such records are still recognised
+// (MadeRecord); their digests are no longer compared.
 const digestsField = "body_xxh64"
-
-func (in *input) intentFields() map[string]string {
-	in.digest()
-	if in.digests == "" {
-		return nil
-	}
-	return map[string]string{digestsField: in.digests}
-}
 
 func encodeDigests(d map[string]string) string {
 	var arr [16]string
@@ -317,11 +330,13 @@ func jsonReason(err error) string {
 // call is one protected request and everything kept for it, allocated
 // once.
 type call struct {
-	m      *Middleware
-	w      http.ResponseWriter
-	r      *http.Request
-	next   http.Handler
-	in     input
+	m    *Middleware
+	w    http.ResponseWriter
+	r    *http.Request
+	next http.Handler
+	in   input
+	// scope is Config.Scope's answer for r.
+	scope  string
 	intent idem.Intent
 	ctl    control
 	ctx    ctlContext
@@ -334,7 +349,7 @@ type call struct {
 // BuildIntent implements idem.IntentBuilder: the journal written with the
 // claim names the operation and holds the body's per-member digests.
 func (c *call) BuildIntent() *idem.Intent {
-	c.intent.Fields = c.in.intentFields()
+	c.intent.Fields = c.m.intentFields(c.scope, &c.in)
 	if c.m.cfg.Intent != nil {
 		c.m.cfg.Intent(c.r, c.in.body, &c.intent)
 	}
@@ -364,7 +379,7 @@ func (c *call) run(req idem.Request) {
 	res, err := m.engine.DoBytes(c.r.Context(), req, c.effect)
 	if !c.ran {
 		setWriteDeadline(c.w, m.cfg.WriteTimeout)
-		m.answer(c.w, c.r, res, err, &c.in)
+		m.answer(c.w, c.r, c.scope, res, err, &c.in)
 		return
 	}
 	// The handler ran and its outcome is decided (recorded, released or

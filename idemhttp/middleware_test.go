@@ -93,9 +93,9 @@ func TestRequirements(t *testing.T) {
 func TestMismatchNamesFields(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(t *testing.T) idem.Store) {
 		var n int64
-		e := newEnv(t, open, idem.Config{}, idemhttp.Config{}, created(&n))
-		wantStatus(t, e.do("POST", "/charges", `"m"`, `{"amount":5000,"currency":"EUR","to":"acct_1"}`), http.StatusCreated)
-		r := e.do("POST", "/charges", `"m"`, `{"amount":5001,"currency":"EUR","memo":"x"}`)
+		e := newEnv(t, open, idem.Config{}, idemhttp.Config{Scope: idemhttp.TrustedHeaderScope("X-User-Id")}, created(&n))
+		wantStatus(t, e.do("POST", "/charges", `"m"`, `{"amount":5000,"currency":"EUR","to":"acct_1"}`, "X-User-Id", "u1"), http.StatusCreated)
+		r := e.do("POST", "/charges", `"m"`, `{"amount":5001,"currency":"EUR","memo":"x"}`, "X-User-Id", "u1")
 		p := wantProblem(t, r, http.StatusUnprocessableEntity, idemhttp.TypeKeyMismatch)
 		if strings.Join(p.Fields, ",") != "amount,memo,to" {
 			t.Fatalf("fields = %v, want [amount memo to]", p.Fields)
@@ -104,7 +104,7 @@ func TestMismatchNamesFields(t *testing.T) {
 			t.Fatalf("mismatch echoes values: %s", r.body)
 		}
 		// Another route with the same key and body is a mismatch too.
-		wantProblem(t, e.do("POST", "/refunds", `"m"`, `{"amount":5000,"currency":"EUR","to":"acct_1"}`),
+		wantProblem(t, e.do("POST", "/refunds", `"m"`, `{"amount":5000,"currency":"EUR","to":"acct_1"}`, "X-User-Id", "u1"),
 			http.StatusUnprocessableEntity, idemhttp.TypeKeyMismatch)
 		if e.calls.Load() != 1 {
 			t.Fatalf("handler ran %d times, want 1", e.calls.Load())
