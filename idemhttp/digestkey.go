@@ -30,7 +30,7 @@ import (
 // the id of the secret they were keyed with (digestKeyID), ':', and the
 // pairs in the encoding of encodeDigests. Digests keyed with another
 // secret (another process's random one) are not compared.
-const keyedDigestsField = "body_digests"
+const keyedDigestsField = "body_hmac"
 
 // digestLabel separates the scope key's derivation from any other use of
 // the secret.

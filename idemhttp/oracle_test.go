@@ -67,10 +67,10 @@ func TestFieldDigestsAreKeyedPerScope(t *testing.T) {
 			if err != nil || in == nil {
 				t.Fatalf("intent %q: %v", rec.Intent, err)
 			}
-			_, enc, _ := strings.Cut(in.Fields["body_digests"], ":")
+			_, enc, _ := strings.Cut(in.Fields["body_hmac"], ":")
 			q, err := url.ParseQuery(enc)
 			if err != nil || len(q) != 5 {
-				t.Fatalf("%s: digests %q (%v), want 5", user, in.Fields["body_digests"], err)
+				t.Fatalf("%s: digests %q (%v), want 5", user, in.Fields["body_hmac"], err)
 			}
 			for name, v := range q {
 				if prev, ok := seen[v[0]]; ok {
