@@ -200,3 +200,27 @@ func TestBearerScopeErrors(t *testing.T) {
 		t.Fatalf("no token: %v, want an *UnauthenticatedError wrapping ErrNoScope", err)
 	}
 }
+
+// BearerToken never panics, and what it accepts is a token68 that reads
+// back the same from a canonical header.
+func FuzzBearerToken(f *testing.F) {
+	for _, s := range []string{"Bearer abc", "bearer  a.b.c", "Bearer a==", "Bearer =", "Basic x", "Bearer", "Bearer a b", " Bearer\tx", "BEARER x~+/-_."} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		tok, err := idemhttp.BearerToken(http.Header{"Authorization": {v}})
+		if err != nil {
+			if !errors.Is(err, idemhttp.ErrNoScope) {
+				t.Fatalf("%q: error %v does not wrap ErrNoScope", v, err)
+			}
+			return
+		}
+		if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
+			t.Fatalf("%q: token %q", v, tok)
+		}
+		again, err := idemhttp.BearerToken(http.Header{"Authorization": {"Bearer " + tok}})
+		if err != nil || again != tok {
+			t.Fatalf("%q: token %q reads back as %q, %v", v, tok, again, err)
+		}
+	})
+}
