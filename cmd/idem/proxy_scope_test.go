@@ -368,3 +368,52 @@ func TestProxyScopeJWTIssuerAndSubject(t *testing.T) {
 		t.Fatalf("scopes %v", got)
 	}
 }
+
+// --digest-secret-file: a proxy started again on the same store (or a
+// replica) with the same secret names the differing fields of a record the
+// first one made; with its own random secret it names none, rather than
+// every field. In the global scope no fields are named at all.
+func TestProxyDigestSecretAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	up := newTestUpstream(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) })
+	dsn := "sqlite://" + filepath.Join(t.TempDir(), "idem.db")
+	secret := filepath.Join(t.TempDir(), "digest-secret")
+	if err := os.WriteFile(secret, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--upstream", up.URL, "--store", dsn, "--scope-header", "X-User-Id", "--spool", ""}
+	p1 := startProxy(t, append(args, "--digest-secret-file", secret)...)
+	wantCode(t, send(t, "POST", p1.url("/pay"), `"k"`, `{"amount":5,"to":"DE89"}`, "X-User-Id", "alice"), 201, "")
+	fields := func(p *proc) []string {
+		t.Helper()
+		r := send(t, "POST", p.url("/pay"), `"k"`, `{"amount":6,"to":"DE89"}`, "X-User-Id", "alice")
+		wantCode(t, r, 422, "key-mismatch")
+		var pr struct{ Fields []string }
+		if err := json.Unmarshal([]byte(r.body), &pr); err != nil {
+			t.Fatal(err)
+		}
+		return pr.Fields
+	}
+	if got := fields(p1); strings.Join(got, ",") != "amount" {
+		t.Fatalf("first proxy: fields %v, want [amount]", got)
+	}
+	_ = p1.cmd.Process.Kill()
+	<-p1.exited
+	p2 := startProxy(t, append(args, "--digest-secret-file", secret)...)
+	if got := fields(p2); strings.Join(got, ",") != "amount" {
+		t.Fatalf("restarted with the same secret: fields %v, want [amount]", got)
+	}
+	_ = p2.cmd.Process.Kill()
+	<-p2.exited
+	p3 := startProxy(t, args...)
+	if got := fields(p3); len(got) != 0 {
+		t.Fatalf("restarted with a random secret: fields %v, want none", got)
+	}
+	_ = p3.cmd.Process.Kill()
+	<-p3.exited
+	g := startProxy(t, "--upstream", up.URL, "--store", dsn, "--global-scope", "--spool", "", "--digest-secret-file", secret)
+	wantCode(t, send(t, "POST", g.url("/pay"), `"g"`, `{"amount":5,"to":"DE89"}`), 201, "")
+	if r := send(t, "POST", g.url("/pay"), `"g"`, `{"amount":6,"to":"DE89"}`); r.status != 422 || strings.Contains(r.body, `"fields"`) {
+		t.Fatalf("global scope: %d %s, want a 422 without fields", r.status, r.body)
+	}
+}
