@@ -68,9 +68,10 @@ const DefaultMaxDigests = 64
 // and all after it share the rest entry (19 bytes more).
 const maxDigestsLen = 4 << 10
 
-// DigestsField is the [Intent] field under which idemhttp, idemmcp and
-// idemgrpc store a request's [Digests], so that a later request with the
-// key and another body is told which members differ.
+// DigestsField is the [Intent] field under which idemmcp and idemgrpc
+// store a request's [Digests], so that a later request with the key and
+// another body is told which members differ. (idemhttp stores them keyed
+// per scope, under its own field: see its docs.)
 const DigestsField = "idem.digests"
 
 // RestMembers is the name [Digests.Diff] gives the members past the bound

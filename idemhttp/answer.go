@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/idemkit/idem"
 )
 
 // answer writes the response for a request whose handler did not run here:
 // a replay, or an error from the engine.
-func (m *Middleware) answer(w http.ResponseWriter, r *http.Request, res idem.Result, err error, in *input) {
+func (m *Middleware) answer(w http.ResponseWriter, r *http.Request, scope string, res idem.Result, err error, in *input) {
 	switch {
 	case err == nil && res.Replayed, err != nil && replayedFailure(err):
 		m.replay(w, r, res.Value)
@@ -21,7 +22,7 @@ func (m *Middleware) answer(w http.ResponseWriter, r *http.Request, res idem.Res
 		// rather than answer nothing.
 		WriteProblem(w, problem(TypeInternal, http.StatusInternalServerError, "internal error", ""))
 	default:
-		WriteProblem(w, m.errorProblem(r.Context(), err, in))
+		WriteProblem(w, m.errorProblem(r.Context(), scope, err, in))
 	}
 }
 
@@ -33,7 +34,7 @@ func replayedFailure(err error) bool {
 	return errors.As(err, &fe) && fe.Replayed
 }
 
-func (m *Middleware) errorProblem(ctx context.Context, err error, in *input) *Problem {
+func (m *Middleware) errorProblem(ctx context.Context, scope string, err error, in *input) *Problem {
 	retry := retrySeconds(m.engine.Config().RetryAfter)
 	var (
 		me *idem.MismatchError
@@ -46,7 +47,7 @@ func (m *Middleware) errorProblem(ctx context.Context, err error, in *input) *Pr
 	case errors.As(err, &me):
 		p := problem(TypeKeyMismatch, http.StatusUnprocessableEntity, "Idempotency-Key reused with a different request",
 			"this key was already used with a different method, route or body; use a new key for a new request")
-		p.Fields = mismatchFields(me.Record, in)
+		p.Fields = m.mismatchFields(scope, me.Record, in)
 		return p
 	case errors.As(err, &fe):
 		p := problem(TypeInFlight, http.StatusConflict, "request in flight",
@@ -104,20 +105,23 @@ func (m *Middleware) cancelled(ctx context.Context, err error, detail string) *P
 
 // mismatchFields names the top-level JSON members that differ between the
 // request that first used the key and this one, when both bodies are JSON
-// objects. Only names are returned, never values.
-func mismatchFields(rec *idem.Record, in *input) []string {
-	if rec == nil || !in.object {
+// objects, from digests keyed for the request's scope (see digestkey.go).
+// Only names are returned, never values; none in the global scope, or for a
+// record keyed with another secret.
+func (m *Middleware) mismatchFields(scope string, rec *idem.Record, in *input) []string {
+	if scope == "" || rec == nil || !in.object || in.digests == nil {
 		return nil
 	}
 	intent, err := idem.DecodeIntent(rec.Intent)
 	if err != nil || intent == nil {
 		return nil
 	}
-	stored, ok := intent.Fields[idem.DigestsField]
-	if !ok {
-		return nil // the first request's body was not a JSON object
+	id, stored, ok := strings.Cut(intent.Fields[keyedDigestsField], ":")
+	if !ok || id != m.digestKeyID {
+		return nil // the first body was not a JSON object, or was keyed with another secret
 	}
-	return idem.Digests(stored).Diff(idem.Digests(*in.digests))
+	_, cur, _ := strings.Cut(m.keyDigests(scope, *in.digests), ":")
+	return idem.Digests(stored).Diff(idem.Digests(cur))
 }
 
 // replay writes a recorded response.

@@ -79,6 +79,17 @@ type Config struct {
 	// Fields holds the body's digests; Origin is set by the middleware
 	// after the hook. Defaults to none.
 	Intent func(r *http.Request, body []byte, in *idem.Intent)
+	// DigestSecret keys the per-field body digests a record keeps, from
+	// which a 422 key-mismatch names the fields that differ: each scope's
+	// digests are keyed with a key derived from it (HMAC-SHA256), so they
+	// cannot be compared across scopes, nor a guessed value tested against
+	// them without the secret. It must be at least [MinDigestSecret] bytes;
+	// give every process that shares a store the same one. In the global
+	// scope no digests are kept and a 422 names no fields. Defaults to 32
+	// random bytes drawn by [New]: a 422 then names no fields for a record
+	// another process (another replica, or this one before a restart)
+	// made.
+	DigestSecret []byte
 	// Logger receives errors that cannot be reported to the client (an
 	// outcome that could not be recorded after the response was sent).
 	// Defaults to the engine's logger.
@@ -117,6 +128,9 @@ func (c *Config) fill(engineLogger *slog.Logger) error {
 		if s < 100 || s > 999 {
 			errs = append(errs, fmt.Errorf("idemhttp: Config.ReleaseStatuses: %d is not an HTTP status", s))
 		}
+	}
+	if n := len(c.DigestSecret); n > 0 && n < MinDigestSecret {
+		errs = append(errs, fmt.Errorf("idemhttp: Config.DigestSecret must be at least %d bytes, got %d", MinDigestSecret, n))
 	}
 	if c.Route == nil {
 		c.Route = DefaultRoute

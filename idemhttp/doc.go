@@ -18,7 +18,8 @@
 //     about the outcome; it is reported as [idem.EventClientGone];
 //   - duplicate: the recorded response, with Idempotent-Replayed: true;
 //   - same key, other request: 422, naming the top-level JSON fields that
-//     differ, never their values;
+//     differ (from digests keyed per scope; none in the global scope),
+//     never their values;
 //   - duplicate while the first runs: 409 with Retry-After, or a wait then
 //     a replay (idem.InFlightWait);
 //   - outcome unknown (lease expired, crash, [MarkUnknown], panic): 409
@@ -32,7 +33,10 @@
 // URI (the Type constants), documented in docs/http.md.
 //
 // Keys are scoped: Config.Scope returns the authenticated principal, so one
-// principal is never served another's response. A server that wants one
+// principal is never served another's response. [TrustedHeaderScope] takes
+// the principal a gateway names in a header, [BearerScope] the claims of a
+// bearer token a [TokenVerifier] checked; a request without a principal is
+// refused with 401 before anything is claimed. A server that wants one
 // global namespace passes [GlobalScope] explicitly.
 //
 // Inside a handler, [ReleaseKey] says nothing happened (the key is freed

@@ -73,7 +73,9 @@ func Example() {
 }
 
 // Reusing a key for a different request is refused with 422 and an RFC 9457
-// problem that names the JSON members that differ, never their values.
+// problem that names the JSON members that differ, never their values. The
+// names come from digests keyed per scope; in the global scope, which any
+// caller could use to test another's body field by field, none are named.
 func Example_mismatch() {
 	engine, err := idem.New(memstore.New(), idem.Config{})
 	if err != nil {
@@ -82,7 +84,7 @@ func Example_mismatch() {
 	}
 	defer engine.Close()
 
-	mw, err := idemhttp.New(engine, idemhttp.Config{Scope: idemhttp.GlobalScope})
+	mw, err := idemhttp.New(engine, idemhttp.Config{Scope: idemhttp.TrustedHeaderScope("X-User-Id")})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -91,10 +93,14 @@ func Example_mismatch() {
 		w.WriteHeader(http.StatusCreated)
 	}))
 
-	h.ServeHTTP(httptest.NewRecorder(), post("order-42", `{"amount": 5000, "currency": "EUR"}`))
+	first := post("order-42", `{"amount": 5000, "currency": "EUR"}`)
+	first.Header.Set("X-User-Id", "user-1") // set by the gateway
+	h.ServeHTTP(httptest.NewRecorder(), first)
 
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, post("order-42", `{"amount": 5001, "currency": "EUR"}`))
+	retry := post("order-42", `{"amount": 5001, "currency": "EUR"}`)
+	retry.Header.Set("X-User-Id", "user-1")
+	h.ServeHTTP(w, retry)
 	var p idemhttp.Problem
 	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
 		fmt.Println(err)

@@ -26,6 +26,11 @@ type Middleware struct {
 	allow  map[string]bool
 	obs    idem.Observer // the engine's
 	hasher idem.BodyHasher
+	// digestSecret keys the per-field digests (Config.DigestSecret, or a
+	// random one); digestKeyID names it in records.
+	digestSecret []byte
+	digestKeyID  string
+	macs         *sync.Pool // of *digestMAC
 }
 
 // New returns a middleware running intents through engine. It fails when
@@ -41,8 +46,10 @@ func New(engine *idem.Engine, cfg Config) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
+	secret := digestSecret(cfg.DigestSecret)
 	return &Middleware{engine: engine, cfg: cfg, allow: allow, obs: engine.Config().Observer,
-		hasher: idem.BodyHasher{MaxDigests: cfg.MaxDigests}}, nil
+		hasher:       idem.BodyHasher{MaxDigests: cfg.MaxDigests},
+		digestSecret: secret, digestKeyID: digestKeyID(secret), macs: newDigestMACs(secret)}, nil
 }
 
 // Handler wraps next. It works with any router that takes net/http
@@ -105,11 +112,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	scope, err := m.cfg.Scope(r)
 	if err != nil {
-		WriteProblem(w, problem(TypeScopeMissing, http.StatusUnauthorized, "no principal for the key",
-			"keys are scoped to the authenticated principal, and this request has none"))
+		WriteProblem(w, scopeProblem(w, err))
 		return
 	}
-	c := &call{m: m, w: w, r: r, next: next}
+	c := &call{m: m, w: w, r: r, next: next, scope: scope}
 	defer c.in.release()
 	if p := m.prepare(r, &c.in); p != nil {
 		WriteProblem(w, p)
@@ -122,6 +128,19 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	req := idem.Request{Scope: scope, Key: key, Fingerprint: c.in.fp, Operation: op,
 		LazyIntent: c, Policy: ru.Policy}
 	c.run(req)
+}
+
+// scopeProblem is the problem for a request Config.Scope refused, with
+// the WWW-Authenticate challenge of an *UnauthenticatedError set on w.
+func scopeProblem(w http.ResponseWriter, err error) *Problem {
+	var ue *UnauthenticatedError
+	if errors.As(err, &ue) {
+		w.Header().Set("WWW-Authenticate", ue.challenge())
+		return problem(TypeScopeUnauthenticated, http.StatusUnauthorized, "not authenticated",
+			ue.reason()+"; nothing was claimed")
+	}
+	return problem(TypeScopeMissing, http.StatusUnauthorized, "no principal for the key",
+		"keys are scoped to the authenticated principal, and this request has none")
 }
 
 // keyReason is the client-facing reason of a key error.
@@ -156,15 +175,6 @@ func (in *input) release() {
 		digestBufs.Put(in.digests)
 		in.digests = nil
 	}
-}
-
-// intentFields holds the body's digests under idem.DigestsField, or is
-// nil when there are none.
-func (in *input) intentFields() map[string]string {
-	if in.digests == nil || len(*in.digests) == 0 {
-		return nil
-	}
-	return map[string]string{idem.DigestsField: string(*in.digests)}
 }
 
 // prepare reads the body (bounded) into in and fingerprints the request.
@@ -282,11 +292,13 @@ func jsonReason(err error) string {
 // call is one protected request and everything kept for it, allocated
 // once.
 type call struct {
-	m      *Middleware
-	w      http.ResponseWriter
-	r      *http.Request
-	next   http.Handler
-	in     input
+	m    *Middleware
+	w    http.ResponseWriter
+	r    *http.Request
+	next http.Handler
+	in   input
+	// scope is Config.Scope's answer for r.
+	scope  string
 	intent idem.Intent
 	ctl    control
 	ctx    ctlContext
@@ -299,7 +311,7 @@ type call struct {
 // BuildIntent implements idem.IntentBuilder: the journal written with the
 // claim names the operation and holds the body's per-member digests.
 func (c *call) BuildIntent() *idem.Intent {
-	c.intent.Fields = c.in.intentFields()
+	c.intent.Fields = c.m.intentFields(c.scope, &c.in)
 	if c.m.cfg.Intent != nil {
 		c.m.cfg.Intent(c.r, c.in.body, &c.intent)
 	}
@@ -329,7 +341,7 @@ func (c *call) run(req idem.Request) {
 	res, err := m.engine.DoBytes(c.r.Context(), req, c.effect)
 	if !c.ran {
 		setWriteDeadline(c.w, m.cfg.WriteTimeout)
-		m.answer(c.w, c.r, res, err, &c.in)
+		m.answer(c.w, c.r, c.scope, res, err, &c.in)
 		return
 	}
 	// The handler ran and its outcome is decided (recorded, released or

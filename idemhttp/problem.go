@@ -50,6 +50,12 @@ const (
 	// TypeScopeMissing: the request carries no principal to scope its key
 	// by (401).
 	TypeScopeMissing = ProblemBase + "scope-missing"
+	// TypeScopeUnauthenticated: the request's credentials do not
+	// authenticate it — no bearer token, or one that is expired, not yet
+	// valid, for another audience or not signed by a trusted key — so it
+	// has no principal to scope its key by; nothing was claimed (401, with
+	// WWW-Authenticate). See [UnauthenticatedError].
+	TypeScopeUnauthenticated = ProblemBase + "scope-unauthenticated"
 	// TypeUpstreamUnreachable: the proxy could not send the request to its
 	// upstream; nothing was applied and the key was released (502).
 	TypeUpstreamUnreachable = ProblemBase + "upstream-unreachable"
@@ -148,6 +154,7 @@ var stripeErrors = map[string]stripeError{
 	TypeResponseTooLarge:      {"idempotency_error", "response_too_large", "false"},
 	TypeScopeMissing:          {"invalid_request_error", "scope_missing", "false"},
 	TypeScopeInvalid:          {"invalid_request_error", "scope_invalid", "false"},
+	TypeScopeUnauthenticated:  {"invalid_request_error", "scope_unauthenticated", "false"},
 	TypeUpstreamUnreachable:   {"api_error", "upstream_unreachable", "true"},
 	TypeUpstreamTimeout:       {"api_error", "upstream_timeout", "false"},
 	TypeRecordUnreadable:      {"api_error", "record_unreadable", "false"},

@@ -55,16 +55,16 @@ func chargeUpstream(t *testing.T) *upstream {
 		time.Sleep(20 * time.Millisecond)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, `{"id":%d,"for":%q}`, charges.Add(1), r.Header.Get("Authorization"))
+		fmt.Fprintf(w, `{"id":%d,"for":%q}`, charges.Add(1), r.Header.Get("X-User-Id"))
 	})
 }
 
 func TestAuditPassesIdemProxy(t *testing.T) {
 	up := chargeUpstream(t)
-	p := startProxy(t, "--upstream", up.URL, "--store", "memory://", "--require-key", "--scope-header", "Authorization")
+	p := startProxy(t, "--upstream", up.URL, "--store", "memory://", "--require-key", "--scope-header", "X-User-Id")
 	rep, code, out := runAudit(t, p.url(""), "--path", "/charges", "--body-json", auditBody,
-		"--header", "Authorization=Bearer a", "--effects-url", up.URL+"/effects", "--require-key",
-		"--as-a", "Authorization=Bearer a", "--as-b", "Authorization=Bearer b", "--ttl", "2s", "--slow")
+		"--header", "X-User-Id=a", "--effects-url", up.URL+"/effects", "--require-key",
+		"--as-a", "X-User-Id=a", "--as-b", "X-User-Id=b", "--ttl", "2s", "--slow")
 	if code != exitOK {
 		t.Fatalf("exit %d, want 0\n%s", code, out)
 	}

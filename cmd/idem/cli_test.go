@@ -5,6 +5,7 @@ import (
 	"context"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,7 +107,7 @@ func TestResolveNeedsReasonAndAs(t *testing.T) {
 
 func TestProxyRefusesShortTTL(t *testing.T) {
 	t.Parallel()
-	_, e, code := runCLI("proxy", "--upstream", "http://127.0.0.1:1", "--store", "memory://",
+	_, e, code := runCLI("proxy", "--global-scope", "--upstream", "http://127.0.0.1:1", "--store", "memory://",
 		"--ttl", "24h", "--cover", "retries=1h", "--cover", "dispute=120d")
 	if code != exitUsage || !strings.Contains(e, `"dispute"`) || strings.Contains(e, "listening") {
 		t.Fatalf("code %d, stderr %q; want a refusal naming the dispute window", code, e)
@@ -117,13 +118,13 @@ func TestProxyFlagErrors(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
 		{"proxy"},
-		{"proxy", "--upstream", "ftp://x"},
-		{"proxy", "--upstream", "http://x", "--in-flight", "maybe"},
-		{"proxy", "--upstream", "http://x", "--methods", "GET"},
-		{"proxy", "--upstream", "http://x", "--release-status", "abc"},
-		{"proxy", "--upstream", "http://x", "--store", "mongodb://x"},
-		{"proxy", "--upstream", "http://x", "--cover", "nodur"},
-		{"proxy", "--upstream", "http://x", "--upstream-timeout", "-1s"},
+		{"proxy", "--global-scope", "--upstream", "ftp://x"},
+		{"proxy", "--global-scope", "--upstream", "http://x", "--in-flight", "maybe"},
+		{"proxy", "--global-scope", "--upstream", "http://x", "--methods", "GET"},
+		{"proxy", "--global-scope", "--upstream", "http://x", "--release-status", "abc"},
+		{"proxy", "--global-scope", "--upstream", "http://x", "--store", "mongodb://x"},
+		{"proxy", "--global-scope", "--upstream", "http://x", "--cover", "nodur"},
+		{"proxy", "--global-scope", "--upstream", "http://x", "--upstream-timeout", "-1s"},
 	} {
 		if _, _, code := runCLI(args...); code != exitUsage {
 			t.Errorf("%v: code %d, want 2", args, code)
@@ -182,6 +183,9 @@ func runProxyBriefly(args ...string) (stderr string, code int) {
 	defer cancel()
 	var o, e bytes.Buffer
 	args = append([]string{"proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1", "--store", "memory://", "--spool", ""}, args...)
+	if !slices.ContainsFunc(args, func(a string) bool { return a == "--scope-header" || a == "--scope-jwt" || a == "--global-scope" }) {
+		args = append(args, "--global-scope") // the tests here are about other flags
+	}
 	code = run(ctx, args, &o, &e)
 	return e.String(), code
 }

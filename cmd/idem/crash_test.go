@@ -63,7 +63,7 @@ func killMidEffect(t *testing.T, db, path, key, body, answer string) (*upstream,
 		_, _ = w.Write([]byte(answer))
 	})
 	t.Cleanup(func() { close(hold) })
-	p1 := startProxy(t, "--upstream", up.URL, "--store", db, "--lease", "1s")
+	p1 := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", db, "--lease", "1s")
 	sent := make(chan error, 1)
 	go func() {
 		_, err := trySend("POST", p1.url(path), key, body)
@@ -79,7 +79,7 @@ func killMidEffect(t *testing.T, db, path, key, body, answer string) (*upstream,
 	}
 	blocking.Store(false)
 
-	p2 := startProxy(t, "--upstream", up.URL, "--store", db, "--lease", "1s")
+	p2 := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", db, "--lease", "1s")
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		r := send(t, "POST", p2.url(path), key, body)
@@ -107,7 +107,7 @@ func TestProxyGracefulShutdown(t *testing.T) {
 		<-hold
 		w.WriteHeader(http.StatusCreated)
 	})
-	p := startProxy(t, "--upstream", up.URL, "--store", db)
+	p := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", db)
 	got := make(chan resp, 1)
 	go func() { got <- send(t, "POST", p.url("/slow"), `"g-1"`, `{}`) }()
 	<-up.arrived

@@ -157,7 +157,7 @@ func TestProxyRefusesRedisThatForgets(t *testing.T) {
 			// A proxy that starts instead of refusing is killed, failing the test.
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, idemBin, "proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1", "--store", dsn, "--spool", "")
+			cmd := exec.CommandContext(ctx, idemBin, "proxy", "--global-scope", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1", "--store", dsn, "--spool", "")
 			out, err := cmd.CombinedOutput()
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.ExitCode() != exitUsage {
@@ -168,7 +168,7 @@ func TestProxyRefusesRedisThatForgets(t *testing.T) {
 					t.Errorf("output lacks %q:\n%s", w, out)
 				}
 			}
-			p := startProxy(t, "--upstream", "http://127.0.0.1:1", "--store", dsn, "--spool", "", "--admin", "127.0.0.1:0", "--allow-volatile-store")
+			p := startProxy(t, "--global-scope", "--upstream", "http://127.0.0.1:1", "--store", dsn, "--spool", "", "--admin", "127.0.0.1:0", "--allow-volatile-store")
 			if !strings.Contains(p.logs(), "RUNNING ON A STORE THAT CAN FORGET") {
 				t.Errorf("no loud warning in the log:\n%s", p.logs())
 			}

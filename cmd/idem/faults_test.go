@@ -331,7 +331,7 @@ func TestFaultClientTimeout(t *testing.T) {
 			time.Sleep(3 * time.Second) // applied whatever the caller does
 			return answer(w, http.StatusCreated, bodyFor(key))
 		})
-		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--allow-volatile-store")
+		p := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", dsn, "--allow-volatile-store")
 		var h history.History
 		impatient, patient := newFaultClient(&h, time.Second), newFaultClient(&h, 10*time.Second)
 		var wg sync.WaitGroup
@@ -372,7 +372,7 @@ func TestFaultClientNeverReads(t *testing.T) {
 		up := newFaultUpstream(t, func(w http.ResponseWriter, r *http.Request, key string) bool {
 			return answer(w, http.StatusCreated, big)
 		})
-		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--max-response", strconv.Itoa(2*size), "--allow-volatile-store")
+		p := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", dsn, "--max-response", strconv.Itoa(2*size), "--allow-volatile-store")
 		const key = "never-reads"
 		var h history.History
 		h.Invoke(key)
@@ -417,7 +417,7 @@ func TestFaultClientHalfCloseBeforeClaim(t *testing.T) {
 		up := newFaultUpstream(t, func(w http.ResponseWriter, r *http.Request, key string) bool {
 			return answer(w, http.StatusCreated, bodyFor(key))
 		})
-		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--allow-volatile-store")
+		p := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", dsn, "--allow-volatile-store")
 		const key = "half-close"
 		var h history.History
 		h.Invoke(key)
@@ -469,7 +469,7 @@ func TestFaultUpstreamStallsAfterHeaders(t *testing.T) {
 			return false
 		})
 		t.Cleanup(func() { close(stop) }) // before the upstream closes
-		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--upstream-timeout", "1s", "--allow-volatile-store")
+		p := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", dsn, "--upstream-timeout", "1s", "--allow-volatile-store")
 		const key = "stall"
 		var h history.History
 		c := newFaultClient(&h, 20*time.Second)
@@ -634,7 +634,7 @@ func TestFaultStoreDown2s(t *testing.T) {
 			time.Sleep(time.Duration(200+n*37%600) * time.Millisecond) // spread over the outage
 			return answer(w, http.StatusCreated, bodyFor(key))
 		})
-		p := startProxy(t, "--upstream", up.URL, "--store", o.dsn, "--spool", "", "--finish-timeout", "20s")
+		p := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", o.dsn, "--spool", "", "--finish-timeout", "20s")
 		var h history.History
 		c := newFaultClient(&h, 30*time.Second)
 		var wg sync.WaitGroup
@@ -669,7 +669,7 @@ func TestFaultStoreDownPastFinishTimeout(t *testing.T) {
 			return answer(w, http.StatusCreated, bodyFor(key))
 		})
 		spool := filepath.Join(t.TempDir(), "spool")
-		args := []string{"--upstream", up.URL, "--store", o.dsn, "--spool", spool, "--finish-timeout", "1s", "--admin", "127.0.0.1:0"}
+		args := []string{"--global-scope", "--upstream", up.URL, "--store", o.dsn, "--spool", spool, "--finish-timeout", "1s", "--admin", "127.0.0.1:0"}
 		p1 := startProxy(t, args...)
 		var h history.History
 		c := newFaultClient(&h, 30*time.Second)

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -48,15 +51,21 @@ type proxyOpts struct {
 	forwardKey                                            bool
 	recordHeaders                                         stringsFlag
 	intent                                                intentFlag
+	// The scope mode (see scope.go) and the digest secret.
+	scopeJWT, globalScope                     bool
+	jwks, scopeClaim, jwtAudience, secretFile string
+	// set holds the names of the flags given on the command line.
+	set map[string]bool
 }
 
 func cmdProxy(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("proxy",
-		"idem proxy --upstream URL [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--scope-header NAME] [--in-flight reject|wait] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--forward-key=false] [--record-header NAME]... [--intent FIELD=POINTER]... [--upstream-timeout DUR] [--write-timeout DUR] [--finish-timeout DUR] [--spool DIR] [--migrate=false] [--allow-volatile-store] [--shutdown-timeout DUR]",
+		"idem proxy --upstream URL (--global-scope | --scope-header NAME | --scope-jwt --jwks FILE|URL [--scope-claim CLAIM[,CLAIM]] [--jwt-audience AUD]) [--digest-secret-file FILE] [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--in-flight reject|wait] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--forward-key=false] [--record-header NAME]... [--intent FIELD=POINTER]... [--upstream-timeout DUR] [--write-timeout DUR] [--finish-timeout DUR] [--spool DIR] [--migrate=false] [--allow-volatile-store] [--shutdown-timeout DUR]",
 		"Reverse proxy that makes an HTTP API's mutating requests idempotent with the\n"+
 			"Idempotency-Key header. GET, HEAD and OPTIONS pass through untouched.\n"+
-			"Responses are recorded and replayed with Idempotent-Replayed: true; see docs/http.md.",
-		"idem proxy --upstream http://localhost:8080 --listen 127.0.0.1:8787 --scope-header Authorization")
+			"Responses are recorded and replayed with Idempotent-Replayed: true; see docs/http.md.\n"+
+			"Keys are scoped by principal: name one scope mode (docs/security.md, Principals and scopes).",
+		"idem proxy --upstream http://localhost:8080 --listen 127.0.0.1:8787 --scope-header X-User-Id")
 	o := proxyOpts{cover: coverFlag{}}
 	f.StringVar(&o.listen, "listen", DefaultListen, "address to listen on")
 	f.StringVar(&o.upstream, "upstream", "", "upstream base URL (required)")
@@ -66,7 +75,13 @@ func cmdProxy(ctx context.Context, e *env, args []string) int {
 	f.BoolVar(&o.forwardKey, "forward-key", true, "send a protected request's Idempotency-Key on to the upstream, so it (and its provider) see the intent's key; never resent on a dropped connection")
 	f.Var(&o.recordHeaders, "record-header", "a response `NAME` to record and replay besides the defaults (repeatable; Request-Id and X-Request-Id are recorded already)")
 	f.Var(&o.intent, "intent", "an intent field read from the request body, `FIELD=POINTER`: a JSON Pointer (/amount) or a form field name; amount, currency, operation, counterparty, or any other name (repeatable)")
-	f.StringVar(&o.scopeHeader, "scope-header", "", "scope keys by this request header's value (stored as SHA-256, never in clear); without it all callers share one scope")
+	f.StringVar(&o.scopeHeader, "scope-header", "", "scope keys by the principal a trusted gateway names in this request header (e.g. X-User-Id): the value, trimmed, compared as-is and stored in clear; requests without it get 401. The gateway must remove any copy the client sent")
+	f.BoolVar(&o.scopeJWT, "scope-jwt", false, "scope keys by a claim of the request's bearer token, verified against --jwks (signature, exp, nbf, --jwt-audience); a bad, expired or missing token gets 401")
+	f.StringVar(&o.jwks, "jwks", "", "with --scope-jwt: the JSON Web Key Set, a `FILE` (read at start) or an https URL (fetched at start, refreshed hourly and on an unknown key id)")
+	f.StringVar(&o.scopeClaim, "scope-claim", "sub", "with --scope-jwt: the token `CLAIM` whose value is the scope; several, comma-separated (iss,sub), for tokens from several issuers")
+	f.StringVar(&o.jwtAudience, "jwt-audience", "", "with --scope-jwt: refuse tokens whose aud does not name `AUD`")
+	f.BoolVar(&o.globalScope, "global-scope", false, "every caller shares one key namespace: any caller can replay another's response by reusing its key (for a single trusted client); a 422 then names no differing fields")
+	f.StringVar(&o.secretFile, "digest-secret-file", "", "a `FILE` holding the secret (16 bytes or more) that keys the per-scope field digests a 422 compares; give replicas sharing a store the same one. Default: a random secret per process")
 	f.StringVar(&o.inFlight, "in-flight", "reject", "what a duplicate does while the first request runs: reject (409) or wait (then replay)")
 	o.wait = f.duration("wait", 10*time.Second, "how long a duplicate waits with --in-flight wait")
 	o.lease = f.duration("lease", 30*time.Second, "how long a request may run without a heartbeat before it is unknown")
@@ -90,6 +105,8 @@ func cmdProxy(ctx context.Context, e *env, args []string) int {
 	if len(pos) > 0 {
 		return f.usageError("unexpected argument %q", pos[0])
 	}
+	o.set = map[string]bool{}
+	f.Visit(func(fl *flag.Flag) { o.set[fl.Name] = true })
 	p, err := o.plan()
 	if err != nil {
 		return f.usageError("%v", err)
@@ -128,6 +145,12 @@ type plan struct {
 	maxResponse int64
 	// forwardKey is --forward-key.
 	forwardKey bool
+	// scope is the scope mode; scopeFn, built from it by runProxy, the
+	// middleware's ScopeFunc.
+	scope   *scopePlan
+	scopeFn idemhttp.ScopeFunc
+	// digestSecret is read from --digest-secret-file by runProxy.
+	digestSecret []byte
 }
 
 func (o *proxyOpts) plan() (*plan, error) {
@@ -164,8 +187,8 @@ func (o *proxyOpts) plan() (*plan, error) {
 			return nil, fmt.Errorf("--release-status: %d means the upstream applied the request; releasing its key would let a retry apply it again (only 4xx and 5xx statuses can mean \"not applied\")", s)
 		}
 	}
-	if o.scopeHeader != "" && !isToken(o.scopeHeader) {
-		return nil, fmt.Errorf("--scope-header: %q is not a header field name", o.scopeHeader)
+	if p.scope, err = o.planScope(); err != nil {
+		return nil, err
 	}
 	switch o.inFlight {
 	case "reject":
@@ -228,6 +251,14 @@ func runProxy(ctx context.Context, e *env, o proxyOpts, p *plan) error {
 		return err
 	}
 	defer eng.Close()
+	if p.scopeFn, err = p.scope.scopeFunc(ctx, log); err != nil {
+		return err
+	}
+	if o.secretFile != "" {
+		if p.digestSecret, err = readDigestSecret(o.secretFile); err != nil {
+			return err
+		}
+	}
 	h, err := proxyHandler(eng, o, p, log)
 	if err != nil {
 		return err
@@ -248,11 +279,11 @@ func runProxy(ctx context.Context, e *env, o proxyOpts, p *plan) error {
 		go func() { _ = admin.Serve(aln) }()
 		log.Info("idem proxy admin listening", "addr", aln.Addr().String())
 	}
-	if o.scopeHeader == "" {
-		log.Warn("idem proxy: keys share one global scope (no --scope-header): any caller can replay any other caller's response by reusing its key")
+	if p.scope.mode == scopeGlobal {
+		log.Warn("idem proxy: keys share one global scope (--global-scope): any caller can replay any other caller's response by reusing its key")
 	}
-	log.Info("idem proxy listening", "addr", ln.Addr().String(), "upstream", p.upstream.String(),
-		"store", redacted(o.store), "methods", strings.Join(p.methods, ","))
+	log.Info("idem proxy listening", append([]any{"addr", ln.Addr().String(), "upstream", p.upstream.String(),
+		"store", redacted(o.store), "methods", strings.Join(p.methods, ",")}, p.scope.describe()...)...)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -273,6 +304,20 @@ func runProxy(ctx context.Context, e *env, o proxyOpts, p *plan) error {
 	}
 	log.Info("idem proxy stopped")
 	return nil
+}
+
+// readDigestSecret reads --digest-secret-file: its bytes, without the
+// white space around them, at least idemhttp.MinDigestSecret of them.
+func readDigestSecret(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--digest-secret-file: %w", err)
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) < idemhttp.MinDigestSecret {
+		return nil, fmt.Errorf("--digest-secret-file %s: the secret has %d bytes, want at least %d (e.g. head -c 32 /dev/urandom | base64 > %s)", path, len(b), idemhttp.MinDigestSecret, path)
+	}
+	return b, nil
 }
 
 func redacted(dsn string) string {

@@ -77,7 +77,7 @@ func (u *droppingUpstream) seen(path string) (int, []string) {
 func TestProxyForwardKeyNeverResent(t *testing.T) {
 	t.Parallel()
 	up := newDroppingUpstream(t, "/charges")
-	p := startProxy(t, "--upstream", "http://"+up.ln.Addr().String(), "--store", "memory://")
+	p := startProxy(t, "--global-scope", "--upstream", "http://"+up.ln.Addr().String(), "--store", "memory://")
 	// Warm a keep-alive connection to the upstream.
 	if r := send(t, "POST", p.url("/warm"), `"w-1"`, `{}`); r.status != http.StatusCreated {
 		t.Fatalf("warm-up: %d %s", r.status, r.body)
@@ -107,7 +107,7 @@ func TestProxyIntentAndRecordedHeaders(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 	})
 	dsn := "sqlite://" + t.TempDir() + "/idem.db"
-	p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--record-header", "X-Charge-Id",
+	p := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", dsn, "--record-header", "X-Charge-Id",
 		"--intent", "amount=/amount", "--intent", "currency=/currency", "--intent", "customer=/customer/id")
 	body := `{"amount": 1250, "currency": "eur", "customer": {"id": "cus_7"}}`
 	send(t, "POST", p.url("/v1/charges"), `"order-42"`, body)

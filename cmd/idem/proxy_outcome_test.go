@@ -49,7 +49,7 @@ func TestProxyClientTimeoutThenRetryReplays(t *testing.T) {
 			w.WriteHeader(http.StatusCreated)
 			_, _ = w.Write([]byte(`{"charge":"ch_1","amount":5000}`))
 		})
-		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--in-flight", "wait", "--wait", "20s")
+		p := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", dsn, "--in-flight", "wait", "--wait", "20s")
 		req, _ := http.NewRequest("POST", p.url("/x"), strings.NewReader(`{"amount":5000}`))
 		req.Header.Set("Idempotency-Key", `"k"`)
 		req.Header.Set("Content-Type", "application/json")
@@ -78,7 +78,7 @@ func TestProxyUnreadResponseThenReset(t *testing.T) {
 			w.Header().Set("Content-Type", "application/octet-stream")
 			_, _ = w.Write(big)
 		})
-		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--max-response", "16777216", "--admin", "127.0.0.1:0")
+		p := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", dsn, "--max-response", "16777216", "--admin", "127.0.0.1:0")
 		c := rawhttp.Post(t, p.addr, "/x", `"k"`, `{}`, -1)
 		metricsHas(t, p, `idem_requests_total{operation="POST",outcome="first"} 1`)
 		rawhttp.Reset(t, c)
@@ -99,7 +99,7 @@ func TestProxyUnreadResponseThenReset(t *testing.T) {
 func TestProxyHalfCloseBeforeClaim(t *testing.T) {
 	forEachProxyStore(t, func(t *testing.T, dsn string) {
 		up := newTestUpstream(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) })
-		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--admin", "127.0.0.1:0")
+		p := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", dsn, "--admin", "127.0.0.1:0")
 		c := rawhttp.Post(t, p.addr, "/x", `"k"`, `{"amount":`, 40)
 		if err := c.CloseWrite(); err != nil {
 			t.Fatal(err)
@@ -144,7 +144,7 @@ func TestProxyStalledBodyIsUnknown(t *testing.T) {
 			case <-r.Context().Done():
 			}
 		})
-		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--upstream-timeout", "500ms")
+		p := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", dsn, "--upstream-timeout", "500ms")
 		done := make(chan resp, 1)
 		go func() {
 			r, err := trySend("POST", p.url("/x"), `"k"`, `{}`)
@@ -177,7 +177,7 @@ func TestProxyClientResetDuringUpstream(t *testing.T) {
 			w.WriteHeader(http.StatusCreated)
 			_, _ = w.Write([]byte(`{"refund":"re_1"}`))
 		})
-		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--admin", "127.0.0.1:0", "--in-flight", "wait", "--wait", "20s")
+		p := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", dsn, "--admin", "127.0.0.1:0", "--in-flight", "wait", "--wait", "20s")
 		c := rawhttp.Post(t, p.addr, "/x", `"k"`, `{}`, -1)
 		<-up.arrived
 		rawhttp.Reset(t, c)
@@ -208,7 +208,7 @@ func TestProxyUpstreamSwitchingProtocolsIsUnknown(t *testing.T) {
 		_, _ = conn.Write([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"))
 		_, _ = io.Copy(io.Discard, conn) // until the proxy lets go
 	})
-	p := startProxy(t, "--upstream", up.URL, "--store", "memory://")
+	p := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", "memory://")
 	r := send(t, "POST", p.url("/x"), `"k"`, `{}`)
 	wantCode(t, r, http.StatusGatewayTimeout, "upstream-timeout")
 	if !strings.Contains(r.body, "101") {

@@ -49,7 +49,7 @@ func TestProxyReplayAndPassThrough(t *testing.T) {
 				_, _ = w.Write([]byte(`{"charged":true}`))
 			}
 		})
-		p := startProxy(t, "--upstream", up.URL, "--store", dsn)
+		p := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", dsn)
 		a := send(t, "POST", p.url("/charges"), `"c1"`, `{"amount":5}`)
 		b := send(t, "POST", p.url("/charges"), `"c1"`, `{"amount":5}`)
 		wantCode(t, a, 201, "")
@@ -85,18 +85,18 @@ func TestProxyReplayAndPassThrough(t *testing.T) {
 func TestProxyRequireKeyAndScope(t *testing.T) {
 	forEachProxyStore(t, func(t *testing.T, dsn string) {
 		up := newTestUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-			_, _ = w.Write([]byte("for " + r.Header.Get("Authorization")))
+			_, _ = w.Write([]byte("for " + r.Header.Get("X-User-Id")))
 		})
-		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--require-key", "--scope-header", "Authorization")
-		wantCode(t, send(t, "POST", p.url("/x"), "", `{}`, "Authorization", "Bearer a"), 400, "key-missing")
-		wantCode(t, send(t, "POST", p.url("/x"), `"bad`, `{}`, "Authorization", "Bearer a"), 400, "key-invalid")
+		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--require-key", "--scope-header", "X-User-Id")
+		wantCode(t, send(t, "POST", p.url("/x"), "", `{}`, "X-User-Id", "a"), 400, "key-missing")
+		wantCode(t, send(t, "POST", p.url("/x"), `"bad`, `{}`, "X-User-Id", "a"), 400, "key-invalid")
 		wantCode(t, send(t, "POST", p.url("/x"), `"k"`, `{}`), 401, "scope-missing")
-		a := send(t, "POST", p.url("/x"), `"k"`, `{}`, "Authorization", "Bearer a")
-		b := send(t, "POST", p.url("/x"), `"k"`, `{}`, "Authorization", "Bearer b")
-		if a.body != "for Bearer a" || b.body != "for Bearer b" {
+		a := send(t, "POST", p.url("/x"), `"k"`, `{}`, "X-User-Id", "a")
+		b := send(t, "POST", p.url("/x"), `"k"`, `{}`, "X-User-Id", "b")
+		if a.body != "for a" || b.body != "for b" {
 			t.Fatalf("principals crossed: %q, %q", a.body, b.body)
 		}
-		wantCode(t, send(t, "PATCH", p.url("/x"), "", `{}`, "Authorization", "Bearer a"), 400, "key-missing")
+		wantCode(t, send(t, "PATCH", p.url("/x"), "", `{}`, "X-User-Id", "a"), 400, "key-missing")
 		if strings.Contains(p.logs(), "global scope") {
 			t.Fatal("proxy with --scope-header warned about a global scope")
 		}
@@ -106,7 +106,7 @@ func TestProxyRequireKeyAndScope(t *testing.T) {
 func TestProxyBodyLimit(t *testing.T) {
 	forEachProxyStore(t, func(t *testing.T, dsn string) {
 		up := newTestUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
-		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--max-body", "8")
+		p := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", dsn, "--max-body", "8")
 		wantCode(t, send(t, "POST", p.url("/x"), `"k"`, `{"a":"0123456789"}`), 413, "body-too-large")
 		if up.count("/x") != 0 {
 			t.Fatal("oversized body reached the upstream")
@@ -119,7 +119,7 @@ func TestProxyBodyLimit(t *testing.T) {
 
 func TestProxyUpstreamUnreachableReleases(t *testing.T) {
 	forEachProxyStore(t, func(t *testing.T, dsn string) {
-		p := startProxy(t, "--upstream", "http://"+closedAddr(t), "--store", dsn)
+		p := startProxy(t, "--global-scope", "--upstream", "http://"+closedAddr(t), "--store", dsn)
 		wantCode(t, send(t, "POST", p.url("/x"), `"k"`, `{}`), 502, "upstream-unreachable")
 		// Released: the retry is tried again (and fails the same way), not 409.
 		wantCode(t, send(t, "POST", p.url("/x"), `"k"`, `{}`), 502, "upstream-unreachable")
@@ -134,7 +134,7 @@ func TestProxyResetAfterSendIsUnknown(t *testing.T) {
 				conn.Close() // applied, then the connection dies
 			}
 		})
-		p := startProxy(t, "--upstream", up.URL, "--store", dsn)
+		p := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", dsn)
 		wantCode(t, send(t, "POST", p.url("/x"), `"k"`, `{}`), 504, "upstream-timeout")
 		wantRetryUnknown(t, p, up)
 	})
@@ -168,7 +168,7 @@ func TestProxyUpstreamTimeoutIsUnknown(t *testing.T) {
 			}
 		})
 		t.Cleanup(func() { close(hung) })
-		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--upstream-timeout", "300ms")
+		p := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", dsn, "--upstream-timeout", "300ms")
 		type answer struct {
 			r   resp
 			err error
@@ -202,7 +202,7 @@ func TestProxyForwardsHeadersOfUnprotectedRequests(t *testing.T) {
 	up := newTestUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		got <- seen{r.Header.Get("Idempotency-Key"), r.Header.Get("X-Idempotency-Key")}
 	})
-	p := startProxy(t, "--upstream", up.URL, "--store", "memory://")
+	p := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", "memory://")
 	for _, c := range []struct {
 		name, method, key, xkey string
 		want                    seen
@@ -233,7 +233,7 @@ func TestProxyStorm(t *testing.T) {
 			<-release
 			w.WriteHeader(http.StatusCreated)
 		})
-		p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--in-flight", "wait", "--wait", "60s")
+		p := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", dsn, "--in-flight", "wait", "--wait", "60s")
 		const n = 200
 		var wg sync.WaitGroup
 		codes := make(chan int, n)
@@ -267,7 +267,7 @@ func TestProxyStorm(t *testing.T) {
 
 func TestProxyAdmin(t *testing.T) {
 	up := newTestUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
-	p := startProxy(t, "--upstream", up.URL, "--store", "memory://", "--admin", "127.0.0.1:0")
+	p := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", "memory://", "--admin", "127.0.0.1:0")
 	send(t, "POST", p.url("/x"), `"k"`, `{}`)
 	send(t, "POST", p.url("/x"), `"k"`, `{}`)
 	send(t, "POST", p.url("/x"), `"k"`, `{"other":1}`)

@@ -122,7 +122,7 @@ func cmdGet(ctx context.Context, e *env, args []string) int {
 			"Idempotency-Key header carries it ('\"order-42\"').",
 		"idem get --store sqlite://idem.db order-42 --json")
 	dsn := f.String("store", storeopen.Default, "store DSN: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, memory://")
-	scope := f.String("scope", "", "the key's scope (the proxy stores --scope-header values as SHA-256 hex)")
+	scope := f.String("scope", "", "the key's scope: the principal as the proxy's --scope-header or --scope-jwt gives it (empty with --global-scope)")
 	asJSON := f.Bool("json", false, "print the record as JSON, with the intent and the response decoded")
 	bodyOut := f.String("body-out", "", "write the recorded response's body (or the result) to this file")
 	pos, code, ok := f.parse(args)

@@ -56,7 +56,7 @@ func TestCommandsOnServiceStores(t *testing.T) {
 				w.WriteHeader(http.StatusCreated)
 				_, _ = w.Write([]byte(`{"ok":true}`))
 			})
-			p := startProxy(t, "--upstream", up.URL, "--store", dsn, "--upstream-timeout", "300ms", "--allow-volatile-store") // test servers may run without persistence
+			p := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", dsn, "--upstream-timeout", "300ms", "--allow-volatile-store") // test servers may run without persistence
 			wantCode(t, send(t, "POST", p.url("/charges"), `"paid"`, `{"amount":5}`), 201, "")
 			if r := send(t, "POST", p.url("/charges"), `"paid"`, `{"amount":5}`); r.header.Get("Idempotent-Replayed") != "true" {
 				t.Fatalf("no replay: %d %v", r.status, r.header)

@@ -31,12 +31,9 @@ func proxyHandler(eng *idem.Engine, o proxyOpts, p *plan, log *slog.Logger) (htt
 	if o.requireKey {
 		req = idemhttp.Required
 	}
-	scope := idemhttp.GlobalScope
-	if o.scopeHeader != "" {
-		scope = idemhttp.HeaderScope(o.scopeHeader)
-	}
 	mw, err := idemhttp.New(eng, idemhttp.Config{
-		Scope:           scope,
+		Scope:           p.scopeFn,
+		DigestSecret:    p.digestSecret,
 		Rules:           []idemhttp.Rule{{Methods: p.methods, Requirement: req}},
 		MaxBody:         o.maxBody,
 		MaxResponse:     o.maxResponse,

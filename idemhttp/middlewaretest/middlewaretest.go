@@ -186,9 +186,11 @@ func replay(t *testing.T, open func(t *testing.T) idem.Store) {
 }
 
 // The digests the store keeps with the claim name the changed fields; the
-// values are never echoed.
+// values are never echoed. Fields are named in a principal's scope only
+// (in the global scope the list would be an oracle on others' bodies).
 func mismatchNamesFields(t *testing.T, open func(t *testing.T) idem.Store) {
-	e := newEnv(t, open, idem.Config{}, idemhttp.Config{}, created)
+	tenant := func(*http.Request) (string, error) { return "tenant-1", nil }
+	e := newEnv(t, open, idem.Config{}, idemhttp.Config{Scope: tenant}, created)
 	wantStatus(t, e.do("POST", "/charges", `"m"`, `{"amount":5000,"currency":"EUR","to":"acct_1"}`), http.StatusCreated)
 	r := e.do("POST", "/charges", `"m"`, `{"amount":5001,"currency":"EUR","memo":"x"}`)
 	p := wantProblem(t, r, http.StatusUnprocessableEntity, idemhttp.TypeKeyMismatch)
