@@ -78,14 +78,14 @@ func (v Violation) String() string {
 
 // The rules the checker holds a history to.
 const (
-	RuleAtMostOnce     = "at-most-one-effect"    // per (scope, key)
-	RuleSuccessOnce    = "success-means-one"     // a caller saw success: exactly one effect, with that result
-	RuleReplaySame     = "replay-identical"      // every complete answer equals the first
+	RuleAtMostOnce     = "at-most-one-effect"     // per (scope, key)
+	RuleSuccessOnce    = "success-means-one"      // a caller saw success: exactly one effect, with that result
+	RuleReplaySame     = "replay-identical"       // every complete answer equals the first
 	RuleOwnRequest     = "answer-for-own-request" // an answer comes from an effect of the same scope, key and body
-	RuleFailNoEffect   = "definite-failure"      // a call told "nothing happened" applied nothing
-	RuleUnknownFault   = "unknown-needs-a-fault" // no unknown without a fault that made it unknowable
-	RuleRecordAgrees   = "record-agrees"         // the final record agrees with the provider
-	RuleBackgroundBeat = "deterministic"         // nothing ran outside the schedule
+	RuleFailNoEffect   = "definite-failure"       // a call told "nothing happened" applied nothing
+	RuleUnknownFault   = "unknown-needs-a-fault"  // no unknown without a fault that made it unknowable
+	RuleRecordAgrees   = "record-agrees"          // the final record agrees with the provider
+	RuleBackgroundBeat = "deterministic"          // nothing ran outside the schedule
 )
 
 // Result is a checked world.
@@ -180,10 +180,12 @@ func (w *world) check() *Result {
 			add(RuleAtMostOnce, "the provider applied the effect %d times (calls %v)", n, effectCalls(in))
 		}
 		var first *Op
-		sawSuccess := false
+		faults := 0 // faults on the intent so far
 		for i := range ops {
 			o := &ops[i]
 			switch o.Kind {
+			case KindFault:
+				faults++
 			case KindOK:
 				kind, scope, key, body, ok := parseAnswer(o.Value)
 				if !ok {
@@ -204,10 +206,9 @@ func (w *world) check() *Result {
 					add(RuleReplaySame, "call %d got %s %q, call %d first got %s %q", o.Call, o.State, o.Value, first.Call, first.State, first.Value)
 				}
 				if o.State == idem.StateSucceeded {
-					sawSuccess = true
 					if len(in.effects) != 1 {
 						add(RuleSuccessOnce, "call %d saw success %q with %d effects", o.Call, o.Value, len(in.effects))
-					} else if in.effects[0].value != o.Value {
+					} else if v := in.effects[0].value; o.Value != v && o.Value != v+reconciled {
 						add(RuleSuccessOnce, "call %d saw success %q; the provider's result is %q", o.Call, o.Value, in.effects[0].value)
 					}
 				} else if len(in.effects) > 0 {
@@ -218,12 +219,11 @@ func (w *world) check() *Result {
 					add(RuleFailNoEffect, "call %d was told %q after its effect ran", o.Call, o.Detail)
 				}
 			case KindIndeterminate:
-				if o.Detail == "outcome unknown" && len(in.faulted) == 0 {
-					add(RuleUnknownFault, "call %d was answered unknown with no fault on the intent", o.Call)
+				if o.Detail == "outcome unknown" && faults == 0 {
+					add(RuleUnknownFault, "call %d was answered unknown with no fault on the intent before it", o.Call)
 				}
 			}
 		}
-		_ = sawSuccess
 		// The record the world ends with.
 		rec, err := w.store.Get(ctx, w.storeScope(in.scope), in.key)
 		switch {
@@ -238,7 +238,7 @@ func (w *world) check() *Result {
 		case rec.State == idem.StateSucceeded:
 			if len(in.effects) != 1 {
 				add(RuleRecordAgrees, "the record is succeeded %q with %d effects", rec.Result, len(in.effects))
-			} else if string(rec.Result) != in.effects[0].value {
+			} else if v := in.effects[0].value; string(rec.Result) != v && string(rec.Result) != v+reconciled {
 				add(RuleRecordAgrees, "the record holds %q; the provider's result is %q", rec.Result, in.effects[0].value)
 			}
 		case rec.State == idem.StateFailed:

@@ -165,6 +165,9 @@ func (c *conn) unfence(ctx context.Context, scope, key string, fence *int64, att
 		return
 	}
 	if cur, err := c.st.Get(ctx, scope, key); err == nil {
+		if cur.Fence != *fence || cur.AttemptID != *attempt {
+			c.w.faults.unfenced++
+		}
 		*fence, *attempt = cur.Fence, cur.AttemptID
 	}
 }
@@ -181,6 +184,12 @@ func (c *conn) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, e
 		c.unfence(ctx, q.Scope, q.Key, &q.Fence, &q.AttemptID)
 		var err error
 		out, err = c.st.Finish(ctx, q)
+		if errors.Is(err, idem.ErrFenced) && c.w.cfg.Control == ControlNoFence && q.State.Terminal() {
+			// Without a fence the outcome write is an unconditional
+			// update: it overwrites a decided record too.
+			out, err = c.st.Resolve(ctx, idem.ResolveParams{Scope: q.Scope, Key: q.Key, From: []idem.State{idem.StateSucceeded, idem.StateFailed},
+				To: q.State, AttemptID: q.AttemptID, Result: q.Result, Now: q.CompletedAt, ExpiresAt: q.ExpiresAt})
+		}
 		if out != nil {
 			out.Scope = p.Scope
 		}

@@ -25,7 +25,7 @@ const (
 	retryWindow   = 2 * time.Hour // the longest client retry chain (Config.Cover)
 	effectTimeout = 24 * time.Hour
 	finishTimeout = time.Hour
-	maxAttempts   = 10
+	maxAttempts   = 16
 )
 
 var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -130,6 +130,7 @@ type intent struct {
 	arrive     time.Time
 	dups       int // concurrent duplicates of the first request
 	bug        bool
+	long       bool // a long effect that heartbeats its lease
 	rng        *rand.Rand
 
 	effects  []effect // what the provider applied for (scope, key)
@@ -191,6 +192,7 @@ type faultCounts struct {
 	kills, restarts, storeRestarts    int
 	providerTimeouts, slowEffects     int
 	resolutions, sweeps, swept        int
+	unfenced                          int // ControlNoFence: stale writes let through
 }
 
 type world struct {
@@ -200,6 +202,9 @@ type world struct {
 	procs   []*proc
 	intents []*intent
 	byKey   map[skey]*intent
+	// byStore maps the (scope, key) the store holds to its intents (more
+	// than one under ControlGlobalScope).
+	byStore map[skey][]*intent
 	leases  map[string]time.Time // attempt id → lease as last written
 
 	storeEpoch     int
@@ -306,7 +311,7 @@ func Run(cfg Config) *Result {
 		return &Result{Config: cfg, Err: err}
 	}
 	defer closeStore()
-	w := &world{cfg: cfg, sched: newSched(epoch), store: st, byKey: map[skey]*intent{}, leases: map[string]time.Time{}}
+	w := &world{cfg: cfg, sched: newSched(epoch), store: st, byKey: map[skey]*intent{}, byStore: map[skey][]*intent{}, leases: map[string]time.Time{}}
 	for i := range cfg.Procs {
 		p := &proc{id: i}
 		if err := w.startProc(p); err != nil {
@@ -318,10 +323,12 @@ func Run(cfg Config) *Result {
 		if cfg.Keep != nil && cfg.Keep.Intents != nil && !cfg.Keep.Intents[ip.id] {
 			continue
 		}
-		in := &intent{id: ip.id, scope: ip.scope, key: ip.key, body: ip.body, arrive: ip.arrive, dups: ip.dups, bug: ip.bug,
+		in := &intent{id: ip.id, scope: ip.scope, key: ip.key, body: ip.body, arrive: ip.arrive, dups: ip.dups, bug: ip.bug, long: ip.long,
 			rng: rand.New(rand.NewPCG(cfg.Seed, uint64(ip.id)+1))}
 		w.intents = append(w.intents, in)
 		w.byKey[skey{in.scope, in.key}] = in
+		sk := skey{w.storeScope(in.scope), in.key}
+		w.byStore[sk] = append(w.byStore[sk], in)
 		w.sched.at(in.arrive, func() { w.arrive(in) })
 	}
 	for _, f := range pl.faults {
@@ -372,7 +379,7 @@ func (w *world) retry(cl *client) {
 		return
 	}
 	r := cl.in.rng
-	base := time.Second << min(2*cl.attempts, 12) // 1s, 4s, 16s, … capped at ~68m
+	base := time.Second << min(2*cl.attempts, 10) // 1s, 4s, 16s, … capped at ~17m
 	d := base/2 + time.Duration(r.Int64N(int64(base)))
 	if !w.sched.Now().Add(d).Before(cl.until) {
 		cl.stopped = true
@@ -481,9 +488,16 @@ const (
 	pRelease = 0.02 // rate-limited: no effect, the claim is released
 	pTimeout = 0.03 // the provider does not answer in time: applied or not, nobody knows yet
 	pSlow    = 0.02 // an effect step outlives the lease (no heartbeat comes in time)
+	// pSlowAfter is pSlow for the step after the provider call, where a
+	// stale attempt that writes late is what the fence must refuse.
+	pSlowAfter = 0.05
 )
 
 var errKilled = errors.New("sim: the process died")
+
+// reconciled ends the result an operator records from the provider's
+// view: the same effect, told by the provider rather than by the handler.
+const reconciled = "#reconciled"
 
 // effect is the simulated effect of call c: a few steps of work (each a
 // park of simulated time, some with a heartbeat), then one call to the
@@ -502,25 +516,37 @@ func (w *world) effect(tk *task, c *call) idem.Handler {
 		}()
 		overrun := false
 		step := func(where string, d time.Duration) bool {
-			ok := tk.park(where, d)
-			if ok && !overrun && !w.sched.Now().Before(w.leases[a.ID]) {
+			// Nothing extends the lease while the effect is parked (the
+			// simulated effect sends its heartbeats itself), so a step that
+			// ends past the lease outlives it, at the lease's end: that is
+			// when the fault happens and is recorded.
+			if until := w.leases[a.ID]; !overrun && !w.sched.Now().Add(d).Before(until) {
 				overrun = true
-				w.fault(in, fmt.Sprintf("attempt of call %d outlived its lease at %q", c.id, where))
+				w.sched.at(until, func() {
+					w.fault(in, fmt.Sprintf("attempt of call %d outlived its lease at %q", c.id, where))
+				})
 			}
-			return ok
+			return tk.park(where, d)
 		}
-		duration := func() time.Duration {
-			if r.Float64() < pSlow {
+		duration := func(pSlow float64) time.Duration {
+			switch {
+			case r.Float64() < pSlow:
 				w.faults.slowEffects++
 				return lease + time.Duration(r.Int64N(int64(lease)))
+			case in.long:
+				return time.Duration(5+r.IntN(25)) * time.Minute
 			}
 			return time.Duration(10+r.IntN(2000)) * time.Millisecond
 		}
-		for i := range 1 + r.IntN(3) {
-			if !step(fmt.Sprintf("effect step %d", i+1), duration()) {
+		steps := 1 + r.IntN(3)
+		if in.long {
+			steps = 2 + r.IntN(5)
+		}
+		for i := range steps {
+			if !step(fmt.Sprintf("effect step %d", i+1), duration(pSlow)) {
 				return nil, idem.Unknown(errKilled)
 			}
-			if r.IntN(3) == 0 {
+			if in.long || r.IntN(3) == 0 {
 				_ = a.Heartbeat(context.WithValue(ctx, beatMarker{}, true))
 			}
 		}
@@ -549,7 +575,7 @@ func (w *world) effect(tk *task, c *call) idem.Handler {
 			val = []byte(fmt.Sprintf("ok|%s|%s|%s|%d", in.scope, in.key, c.cl.body, n))
 			w.applyEffect(in, c, string(val))
 		}
-		if !step("after the effect", duration()) {
+		if !step("after the effect", duration(pSlowAfter)) {
 			return nil, idem.Unknown(errKilled)
 		}
 		return val, herr
@@ -614,10 +640,11 @@ func (w *world) operator(f plannedFault) {
 	var todo []*intent
 	var fences []int64
 	for _, rec := range recs {
-		in := w.intentOf(rec.Scope, rec.Key)
-		if in == nil || in.pending > 0 {
+		ins := w.byStore[skey{rec.Scope, rec.Key}]
+		if len(ins) == 0 || ins[0].pending > 0 {
 			continue
 		}
+		in := ins[0]
 		todo = append(todo, in)
 		fences = append(fences, rec.Fence)
 	}
@@ -640,12 +667,16 @@ func (w *world) operator(f plannedFault) {
 			if tk.killed {
 				return
 			}
+			if in.pending > 0 {
+				continue // an attempt started meanwhile: not decidable yet
+			}
 			ct.in = in
 			res := idem.Resolution{Release: true, IfFence: fences[i], Actor: "sim-operator", Reason: "provider has no effect"}
 			as := "released"
 			if len(in.effects) > 0 {
-				res = idem.Resolution{As: idem.StateSucceeded, Result: []byte(in.effects[0].value), IfFence: fences[i], Actor: "sim-operator", Reason: "provider applied it"}
-				as = "succeeded " + in.effects[0].value
+				v := in.effects[0].value + reconciled
+				res = idem.Resolution{As: idem.StateSucceeded, Result: []byte(v), IfFence: fences[i], Actor: "sim-operator", Reason: "provider applied it"}
+				as = "succeeded " + v
 			}
 			_, err := p.eng.Resolve(context.Background(), in.scope, idem.Key(in.key), res)
 			w.faults.resolutions++
@@ -675,7 +706,7 @@ func (w *world) sweep() {
 	for _, rec := range recs {
 		if rec.Expired(now) {
 			expired++
-			if in := w.intentOf(rec.Scope, rec.Key); in != nil {
+			for _, in := range w.byStore[skey{rec.Scope, rec.Key}] {
 				in.swept = true
 			}
 		}
@@ -707,6 +738,7 @@ type plannedIntent struct {
 	arrive     time.Time
 	dups       int
 	bug        bool
+	long       bool
 }
 
 type plannedFault struct {
@@ -745,7 +777,7 @@ func makePlan(cfg Config) plan {
 				dups = 2 + r.IntN(3)
 			}
 			pl.intents = append(pl.intents, plannedIntent{id: id, scope: scopes[sc[j]], key: key, body: b,
-				arrive: t.Add(time.Duration(r.IntN(3000)) * time.Millisecond), dups: dups, bug: r.IntN(40) == 0})
+				arrive: t.Add(time.Duration(r.IntN(3000)) * time.Millisecond), dups: dups, bug: r.IntN(40) == 0, long: r.IntN(10) == 0})
 			id++
 		}
 	}
@@ -758,7 +790,9 @@ func makePlan(cfg Config) plan {
 	for at := epoch.Add(20 * time.Minute); at.Before(pl.end); at = at.Add(time.Duration(15+r.IntN(20)) * time.Minute) {
 		add(faultOperator, at, 0)
 	}
-	for at := epoch.Add(time.Hour); at.Before(pl.end); at = at.Add(time.Duration(90+r.IntN(60)) * time.Minute) {
+	// Sweeps go on past the last request until every record recorded has
+	// expired, so each world's records meet the sweeper.
+	for at := epoch.Add(time.Hour); at.Before(pl.end.Add(ttl)); at = at.Add(time.Duration(90+r.IntN(60)) * time.Minute) {
 		add(faultSweep, at, 0)
 	}
 	if cfg.Faults {
