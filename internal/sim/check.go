@@ -112,9 +112,18 @@ func (r *Result) Failed() bool { return r.Err != nil || len(r.Violations) > 0 }
 // Summary is one line of counts.
 func (r *Result) Summary() string {
 	f := r.Faults
-	return fmt.Sprintf("seed %d control %s: %d intents, %d requests (%d ok, %d fail, %d indeterminate, %d unknown), %d effects; faults: %d lost answers, %d resets, %d refused, %d answers lost to store restarts, %d kills, %d store restarts, %d provider timeouts, %d slow effects; %d resolutions, %d sweeps deleting %d; %d violations",
+	return fmt.Sprintf("seed %d control %s: %d intents, %d requests (%d ok, %d fail, %d indeterminate, %d unknown), %d effects; faults: %d lost answers, %d resets, %d refused, %d answers lost to store restarts, %d kills (%d at crash points), %d store restarts, %d provider timeouts, %d slow effects; %d resolutions, %d sweeps deleting %d; %d violations",
 		r.Config.Seed, r.Config.Control, r.Intents, r.Requests, r.OKs, r.Fails, r.Indeterminate, r.Unknowns, r.Effects,
-		f.lost, f.reset, f.refused, f.restartLost, f.kills, f.storeRestarts, f.providerTimeouts, f.slowEffects, f.resolutions, f.sweeps, f.swept, len(r.Violations))
+		f.lost, f.reset, f.refused, f.restartLost, f.kills, f.crashPoints, f.storeRestarts, f.providerTimeouts, f.slowEffects, f.resolutions, f.sweeps, f.swept, len(r.Violations))
+}
+
+// KillPhases renders the calls kills cut off, by phase.
+func (r *Result) KillPhases() string {
+	var parts []string
+	for _, ph := range Phases {
+		parts = append(parts, fmt.Sprintf("%s: %d", ph, r.Faults.killPhase[ph]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // IntentHistory returns the entries of intent id, and the world-wide

@@ -14,6 +14,8 @@ import (
 type Totals struct {
 	Worlds, Requests, Intents, Effects, Unknowns, Violations int
 	Failed                                                   []*Result
+	// Faults sums the worlds' faults.
+	Faults faultCounts
 }
 
 func (t *Totals) add(r *Result) {
@@ -23,6 +25,7 @@ func (t *Totals) add(r *Result) {
 	t.Effects += r.Effects
 	t.Unknowns += r.Unknowns
 	t.Violations += len(r.Violations)
+	t.Faults.add(r.Faults)
 	if r.Failed() {
 		t.Failed = append(t.Failed, r)
 	}
@@ -61,6 +64,53 @@ func RunSeeds(configs []Config, parallel int, each func(*Result)) Totals {
 	wg.Wait()
 	sort.Slice(tot.Failed, func(i, j int) bool { return tot.Failed[i].Config.Seed < tot.Failed[j].Config.Seed })
 	return tot
+}
+
+func (f *faultCounts) add(g faultCounts) {
+	f.reset += g.reset
+	f.lost += g.lost
+	f.refused += g.refused
+	f.restartLost += g.restartLost
+	f.kills += g.kills
+	f.restarts += g.restarts
+	f.storeRestarts += g.storeRestarts
+	f.providerTimeouts += g.providerTimeouts
+	f.slowEffects += g.slowEffects
+	f.resolutions += g.resolutions
+	f.sweeps += g.sweeps
+	f.swept += g.swept
+	f.unfenced += g.unfenced
+	f.crashPoints += g.crashPoints
+	if f.killPhase == nil {
+		f.killPhase = map[string]int{}
+	}
+	for k, v := range g.killPhase {
+		f.killPhase[k] += v
+	}
+}
+
+// Coverage returns the faults of a run that never happened, by name: a
+// seed set that misses one shows nothing about it.
+func (f *faultCounts) Coverage() []string {
+	var missing []string
+	for _, c := range []struct {
+		name string
+		n    int
+	}{
+		{"lost answers", f.lost}, {"resets", f.reset}, {"refused connections", f.refused},
+		{"answers lost to a store restart", f.restartLost}, {"store restarts", f.storeRestarts},
+		{"provider timeouts (late truths)", f.providerTimeouts}, {"effects outliving their lease", f.slowEffects},
+		{"operator resolutions", f.resolutions}, {"records swept", f.swept}, {"process restarts", f.restarts},
+		{"kills " + PhaseAfterClaim, f.killPhase[PhaseAfterClaim]},
+		{"kills " + PhaseDuringEffect, f.killPhase[PhaseDuringEffect]},
+		{"kills " + PhaseAfterEffect, f.killPhase[PhaseAfterEffect]},
+		{"kills " + PhaseAfterRecord, f.killPhase[PhaseAfterRecord]},
+	} {
+		if c.n == 0 {
+			missing = append(missing, c.name)
+		}
+	}
+	return missing
 }
 
 // offending returns the intents a result's violations name, with every

@@ -82,6 +82,13 @@ func TestSimSeeds(t *testing.T) {
 	tot := RunSeeds(seedSet(t), parallelism(), nil)
 	t.Logf("%d worlds (histories) checked: %d requests, %d intents, %d effects, %d answered unknown; %d violations; %s",
 		tot.Worlds, tot.Requests, tot.Intents, tot.Effects, tot.Unknowns, tot.Violations, time.Since(start).Round(time.Millisecond))
+	f := tot.Faults
+	t.Logf("faults: %d lost answers, %d resets, %d refused, %d answers lost to store restarts, %d store restarts, %d kills (%d at crash points), %d provider timeouts, %d effects outliving their lease; %d operator resolutions, %d sweeps deleting %d records",
+		f.lost, f.reset, f.refused, f.restartLost, f.storeRestarts, f.kills, f.crashPoints, f.providerTimeouts, f.slowEffects, f.resolutions, f.sweeps, f.swept)
+	t.Logf("calls cut off by kills: %s", (&Result{Faults: f}).KillPhases())
+	if missing := f.Coverage(); len(missing) > 0 {
+		t.Errorf("the seed set never exercised: %v", missing)
+	}
 	failWorlds(t, tot)
 	if len(seedSet(t)) == fullWorlds && tot.Requests < 1_000_000 {
 		t.Errorf("the seed set simulated %d requests, want at least 1,000,000", tot.Requests)

@@ -24,6 +24,11 @@ var (
 // never fires; conn counts any that does, and the run fails.
 type beatMarker struct{}
 
+// pCrashPoint is the chance that the process dies at a crash point: just
+// before an outcome write leaves, or just after the store applied a claim
+// or an outcome write (its answer then never arrives).
+const pCrashPoint = 0.0015
+
 // conn is one process's connection to the store: every call crosses a
 // simulated network (a park each way, so other tasks run meanwhile and
 // the process can die with the call in flight), may be refused while the
@@ -67,6 +72,10 @@ func (c *conn) call(op, scope, key string, exec func() error) error {
 	// simulation answers it: that path is covered by the engine's tests.
 	bypass := op == "get" && ct.claimFailed == in.id
 	ct.claimFailed = -1
+	f := w.cfg.Faults
+	if f && (op == "finish" || op == "release") && r.Float64() < pCrashPoint {
+		w.crashHere(c.p, in, op+" sent") // after the effect, before its outcome is recorded
+	}
 	if !tk.park(op+" sent", w.latency(r)) {
 		c.dead = true
 		return idem.ErrClosed
@@ -74,7 +83,6 @@ func (c *conn) call(op, scope, key string, exec func() error) error {
 	if c.dead {
 		return idem.ErrClosed
 	}
-	f := w.cfg.Faults
 	if !bypass && w.sched.Now().Before(w.storeDownUntil) {
 		// The connect times out after a while.
 		if !tk.park(op+" refused", time.Duration(500+r.IntN(2500))*time.Millisecond) {
@@ -91,7 +99,16 @@ func (c *conn) call(op, scope, key string, exec func() error) error {
 	}
 	epoch := w.storeEpoch
 	err := exec()
-	if !tk.park(op+" answered", w.latency(r)) {
+	if f && err == nil && (op == "claim" || op == "finish") && r.Float64() < pCrashPoint {
+		w.crashHere(c.p, in, op+" answered") // after the claim / after the record, its answer lost
+	}
+	back := w.latency(r)
+	if now := w.sched.Now(); now.Before(w.storeHangUntil) {
+		// The store hangs before it restarts: it applied the call, and
+		// the answer waits until the restart cuts the connection.
+		back += w.storeHangUntil.Sub(now)
+	}
+	if !tk.park(op+" answered", back) {
 		c.dead = true
 		return idem.ErrClosed
 	}

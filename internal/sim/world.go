@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -193,6 +194,9 @@ type faultCounts struct {
 	providerTimeouts, slowEffects     int
 	resolutions, sweeps, swept        int
 	unfenced                          int // ControlNoFence: stale writes let through
+	crashPoints                       int // kills at an exact phase
+	// killPhase counts the calls a kill cut off, by phase.
+	killPhase map[string]int
 }
 
 type world struct {
@@ -208,6 +212,7 @@ type world struct {
 	leases  map[string]time.Time // attempt id → lease as last written
 
 	storeEpoch     int
+	storeHangUntil time.Time // the store applies calls but answers none until then
 	storeDownUntil time.Time
 
 	faults          faultCounts
@@ -296,10 +301,65 @@ func (w *world) kill(p *proc, why string) {
 		ct := tk.data.(*taskCtx)
 		if ct.in != nil && ct.mayHold {
 			w.fault(ct.in, fmt.Sprintf("process %d killed (%s) at %q", p.id, why, tk.parkedAt))
+			if ct.call != nil {
+				w.faults.killPhase[phaseOf(tk.parkedAt)]++
+			}
 		}
 		w.sched.kill(tk)
 	}
 	_ = p.eng.Close()
+}
+
+// The phases of claim → effect → record a kill can cut a call off at.
+const (
+	PhaseAfterClaim   = "after the claim"
+	PhaseDuringEffect = "during the effect"
+	PhaseAfterEffect  = "after the effect, before the record"
+	PhaseAfterRecord  = "after the record"
+	PhaseOther        = "elsewhere (a heartbeat, a read)"
+)
+
+// Phases lists the phases in order.
+var Phases = []string{PhaseAfterClaim, PhaseDuringEffect, PhaseAfterEffect, PhaseAfterRecord, PhaseOther}
+
+func phaseOf(parkedAt string) string {
+	switch {
+	case parkedAt == "claim answered":
+		return PhaseAfterClaim
+	case strings.HasPrefix(parkedAt, "effect step"):
+		return PhaseDuringEffect
+	case parkedAt == "after the effect", parkedAt == "finish sent", parkedAt == "release sent", parkedAt == "finish refused":
+		return PhaseAfterEffect
+	case parkedAt == "finish answered", parkedAt == "release answered":
+		return PhaseAfterRecord
+	}
+	return PhaseOther
+}
+
+// killFor kills p and restarts it d later.
+func (w *world) killFor(p *proc, why string, d time.Duration) {
+	if !p.alive {
+		return
+	}
+	w.record(Op{Kind: KindFault, Intent: -1, Call: -1, Detail: fmt.Sprintf("%s: kill process %d for %s", why, p.id, d)})
+	w.kill(p, why)
+	w.sched.after(d, func() {
+		if err := w.startProc(p); err != nil {
+			w.errs = append(w.errs, err)
+			return
+		}
+		w.faults.restarts++
+		w.record(Op{Kind: KindFault, Intent: -1, Call: -1, Detail: fmt.Sprintf("process %d restarted", p.id)})
+	})
+}
+
+// crashHere kills the current task's process at the point where it is
+// about to park (the next event, before its wake-up): a crash at an
+// exact phase of claim → effect → record.
+func (w *world) crashHere(p *proc, in *intent, where string) {
+	w.faults.crashPoints++
+	d := time.Duration(1+in.rng.IntN(30)) * time.Second
+	w.sched.after(0, func() { w.killFor(p, fmt.Sprintf("crash point %q of intent %d", where, in.id), d) })
 }
 
 // Run runs one world and checks its history.
@@ -311,7 +371,7 @@ func Run(cfg Config) *Result {
 		return &Result{Config: cfg, Err: err}
 	}
 	defer closeStore()
-	w := &world{cfg: cfg, sched: newSched(epoch), store: st, byKey: map[skey]*intent{}, byStore: map[skey][]*intent{}, leases: map[string]time.Time{}}
+	w := &world{cfg: cfg, sched: newSched(epoch), store: st, faults: faultCounts{killPhase: map[string]int{}}, byKey: map[skey]*intent{}, byStore: map[skey][]*intent{}, leases: map[string]time.Time{}}
 	for i := range cfg.Procs {
 		p := &proc{id: i}
 		if err := w.startProc(p); err != nil {
@@ -604,21 +664,19 @@ func (w *world) inject(f plannedFault) {
 		if !p.alive {
 			return
 		}
-		w.record(Op{Kind: KindFault, Intent: -1, Call: -1, Detail: fmt.Sprintf("fault %d: kill process %d for %s", f.id, p.id, f.dur)})
-		w.kill(p, fmt.Sprintf("fault %d", f.id))
-		w.sched.after(f.dur, func() {
-			if err := w.startProc(p); err != nil {
-				w.errs = append(w.errs, err)
-				return
-			}
-			w.faults.restarts++
-			w.record(Op{Kind: KindFault, Intent: -1, Call: -1, Detail: fmt.Sprintf("process %d restarted", p.id)})
-		})
+		w.killFor(p, fmt.Sprintf("fault %d", f.id), f.dur)
 	case faultStoreRestart:
+		// The store hangs for a moment (it applies what arrives, answers
+		// nothing), then restarts: every answer still on its way is lost,
+		// and it refuses connections for f.dur. Its data stays.
 		w.faults.storeRestarts++
-		w.storeEpoch++
-		w.storeDownUntil = w.sched.Now().Add(f.dur)
-		w.record(Op{Kind: KindFault, Intent: -1, Call: -1, Detail: fmt.Sprintf("fault %d: store restarts, down for %s", f.id, f.dur)})
+		hang := f.dur / 4
+		w.storeHangUntil = w.sched.Now().Add(hang)
+		w.record(Op{Kind: KindFault, Intent: -1, Call: -1, Detail: fmt.Sprintf("fault %d: store hangs for %s, then restarts, down for %s", f.id, hang, f.dur)})
+		w.sched.after(hang, func() {
+			w.storeEpoch++
+			w.storeDownUntil = w.sched.Now().Add(f.dur)
+		})
 	case faultOperator:
 		w.operator(f)
 	case faultSweep:
