@@ -244,6 +244,9 @@ func (w *world) check() *Result {
 			res.Err = errors.Join(res.Err, err)
 		case w.cfg.Control == ControlGlobalScope:
 			// One record holds several intents: nothing to compare.
+		case first != nil && rec.State.Terminal() && (rec.State != first.State || string(rec.Result) != first.Value):
+			// What a caller was told is what the record must go on replaying.
+			add(RuleReplaySame, "call %d was answered %s %q; the record now holds %s %q", first.Call, first.State, first.Value, rec.State, rec.Result)
 		case rec.State == idem.StateSucceeded:
 			if len(in.effects) != 1 {
 				add(RuleRecordAgrees, "the record is succeeded %q with %d effects", rec.Result, len(in.effects))

@@ -855,7 +855,7 @@ func makePlan(cfg Config) plan {
 	}
 	if cfg.Faults {
 		for at := epoch; ; {
-			at = at.Add(time.Duration(r.ExpFloat64() * float64(30*time.Minute)))
+			at = at.Add(time.Duration(r.ExpFloat64() * float64(time.Hour)))
 			if !at.Before(pl.end) {
 				break
 			}
