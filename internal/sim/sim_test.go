@@ -20,7 +20,7 @@ var (
 )
 
 // seedSet returns the fixed seed set: seeds 1..n with n = 150 worlds
-// (over 1,000,000 requests), 8 under the race detector (which slows the
+// (over 1,000,000 requests), 6 under the race detector (which slows the
 // simulation about tenfold; .ci/run runs the full set without it) or
 // under -short, or IDEM_SIM_WORLDS.
 func seedSet(t *testing.T) []Config {
@@ -47,7 +47,7 @@ func seedSet(t *testing.T) []Config {
 // The seed set's sizes.
 const (
 	fullWorlds = 150
-	raceWorlds = 8
+	raceWorlds = 6
 )
 
 func parallelism() int {

@@ -44,11 +44,11 @@ type conn struct {
 
 var _ idem.Store = (*conn)(nil)
 
-// ProcessLocal reports what the wrapped store reports.
-func (c *conn) ProcessLocal() bool {
-	pl, ok := c.st.(idem.ProcessLocal)
-	return ok && pl.ProcessLocal()
-}
+// ProcessLocal reports false whatever the store: the world's processes
+// share it as they would share a store across a network, so every engine
+// treats every store alike (its replay cache also takes the outcomes it
+// records) and a world's history does not depend on the store under it.
+func (c *conn) ProcessLocal() bool { return false }
 
 // call runs one store operation op about (scope, key) through the
 // simulated network. exec applies it to the store.
