@@ -25,6 +25,9 @@ const (
 	KindFault         Kind = "fault"         // a process died, the store restarted, a lease ran out, …
 	KindResolve       Kind = "resolve"       // an operator's resolution
 	KindSweep         Kind = "sweep"
+	// KindLate: the engine answered a call whose client had given up
+	// (not a client's view; the checker ignores it).
+	KindLate Kind = "late-answer"
 )
 
 // Op is one entry of a world's history.

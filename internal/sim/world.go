@@ -502,10 +502,22 @@ func (w *world) answer(c *call, tk *task, res idem.Result, err error) {
 	c.done = true
 	c.cancel()
 	cl, in := c.cl, c.cl.in
-	if c.gaveUp {
-		return // the client stopped listening; the answer goes nowhere
-	}
 	op := Op{Intent: in.id, Call: c.id, Client: cl.id, Body: cl.body}
+	if c.gaveUp {
+		// The client stopped listening; the answer goes nowhere, but the
+		// history says what the engine made of the call.
+		op.Kind, op.Effects = KindLate, c.effects
+		switch {
+		case tk.killed:
+			op.Detail = "the process died"
+		case err != nil:
+			op.Detail = err.Error()
+		default:
+			op.Detail = "succeeded " + string(res.Value)
+		}
+		w.record(op)
+		return
+	}
 	var fe *idem.FailureError
 	switch {
 	case tk.killed:
