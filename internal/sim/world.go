@@ -250,8 +250,6 @@ func (w *world) latency(r *rand.Rand) time.Duration {
 	return time.Duration(100+r.IntN(4900)) * time.Microsecond
 }
 
-func (w *world) since(t time.Time) time.Duration { return t.Sub(epoch) }
-
 func (w *world) record(op Op) {
 	op.T = w.sched.Now().Sub(epoch)
 	w.hist = append(w.hist, op)
