@@ -21,7 +21,7 @@ func TestSimSQLite(t *testing.T) {
 	}
 	for seed := uint64(1); seed <= uint64(worlds); seed++ {
 		cfg := sim.Default(seed)
-		cfg.Intents = 500
+		cfg.Intents = 300
 		mem := sim.Run(cfg)
 		dir := t.TempDir()
 		n := 0

@@ -509,7 +509,7 @@ func (w *world) answer(c *call, tk *task, res idem.Result, err error) {
 		case tk.killed:
 			op.Detail = "the process died"
 		case err != nil:
-			op.Detail = err.Error()
+			op.Detail = errClass(err)
 		default:
 			op.Detail = "succeeded " + string(res.Value)
 		}
@@ -533,7 +533,7 @@ func (w *world) answer(c *call, tk *task, res idem.Result, err error) {
 	case errors.Is(err, idem.ErrUnknownOutcome):
 		op.Kind, op.Detail = KindIndeterminate, "outcome unknown"
 	case errors.Is(err, idem.ErrFenced):
-		op.Kind, op.Detail = KindIndeterminate, "fenced: "+err.Error()
+		op.Kind, op.Detail = KindIndeterminate, "fenced"
 	case errors.Is(err, idem.ErrStoreUnavailable):
 		op.Kind, op.Detail = KindFail, "store unavailable: "+err.Error()
 	default:
@@ -550,6 +550,33 @@ func (w *world) answer(c *call, tk *task, res idem.Result, err error) {
 	default:
 		w.retry(cl)
 	}
+}
+
+// errClass names an engine error by its class, in the same words
+// whatever the store's own message.
+func errClass(err error) string {
+	var fe *idem.FailureError
+	switch {
+	case errors.As(err, &fe):
+		return "recorded failure " + fe.Message
+	case errors.Is(err, idem.ErrMismatch):
+		return "mismatch"
+	case errors.Is(err, idem.ErrInFlight):
+		return "in flight"
+	case errors.Is(err, idem.ErrReleased):
+		return "released"
+	case errors.Is(err, idem.ErrUnknownOutcome):
+		return "outcome unknown"
+	case errors.Is(err, idem.ErrFenced):
+		return "fenced"
+	case errors.Is(err, idem.ErrClosed):
+		return "closed"
+	case errors.Is(err, idem.ErrStoreUnavailable):
+		return "store unavailable: " + err.Error()
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	}
+	return err.Error()
 }
 
 // Provider outcomes, by chance of an effect reaching the provider.
