@@ -168,8 +168,8 @@ func TestSimControls(t *testing.T) {
 // -seed N [-control C] [-intents ids] [-faults ids], and prints its
 // history.
 func TestSimReplay(t *testing.T) {
-	if *seedFlag == 0 {
-		t.Skip("give -seed N (and the -intents/-faults/-control a failure printed) to replay a world")
+	if *seedFlag == 0 || *durationFlag > 0 {
+		t.Skip("give -seed N (and the -intents/-faults/-control a failure printed), without -duration, to replay a world")
 	}
 	cfg := Default(*seedFlag)
 	c, err := ParseControl(*controlFlag)
@@ -215,6 +215,12 @@ func TestSimLong(t *testing.T) {
 	}
 	seed := max(*seedFlag, 1)
 	deadline := time.Now().Add(*durationFlag)
+	if dl, ok := t.Deadline(); ok && dl.Add(-time.Minute).Before(deadline) {
+		// go test's -timeout (10m by default) ends first: stop a minute
+		// before it rather than be killed with nothing reported.
+		deadline = dl.Add(-time.Minute)
+		t.Logf("-timeout ends the run at %s; give -timeout 0 for the full -duration", deadline.Format(time.TimeOnly))
+	}
 	var all Totals
 	for time.Now().Before(deadline) {
 		var cs []Config
