@@ -215,10 +215,11 @@ func TestSimLong(t *testing.T) {
 	}
 	seed := max(*seedFlag, 1)
 	deadline := time.Now().Add(*durationFlag)
-	if dl, ok := t.Deadline(); ok && dl.Add(-time.Minute).Before(deadline) {
-		// go test's -timeout (10m by default) ends first: stop a minute
-		// before it rather than be killed with nothing reported.
-		deadline = dl.Add(-time.Minute)
+	if dl, ok := t.Deadline(); ok && dl.Add(-2*time.Minute).Before(deadline) {
+		// go test's -timeout (10m by default) ends first: stop short of
+		// it (a batch of worlds takes a while to end) rather than be
+		// killed with nothing reported.
+		deadline = dl.Add(-2 * time.Minute)
 		t.Logf("-timeout ends the run at %s; give -timeout 0 for the full -duration", deadline.Format(time.TimeOnly))
 	}
 	var all Totals
