@@ -109,8 +109,8 @@ type task struct {
 	// parkedAt names the yield point the task waits at (for kills: which
 	// phase it died in).
 	parkedAt string
-	// onKill, when set, is told the task's process died while it was
-	// parked at parkedAt.
+	// data is the actor's state (a *taskCtx), read by the store
+	// connection the task's calls go through.
 	data any
 }
 
