@@ -32,20 +32,24 @@ func tinyMembers(n, i, v int) string {
 	return b.String()
 }
 
+// tenantScope puts every request in one principal's scope, where a 422
+// names the changed fields.
+func tenantScope(*http.Request) (string, error) { return "tenant-1", nil }
+
 // A 1 MiB body of ~111k tiny members stores a digest list of a few KiB,
 // not megabytes, and a 422 still names a changed member among the first
 // MaxDigests (in canonical order), and "…" for a change past them.
 func TestDigestListIsBounded(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(t *testing.T) idem.Store) {
 		var n int64
-		e := newEnv(t, open, idem.Config{}, idemhttp.Config{}, created(&n))
+		e := newEnv(t, open, idem.Config{}, idemhttp.Config{Scope: tenantScope}, created(&n))
 		const members = 111_000
 		body := tinyMembers(members, -1, 0)
 		if len(body) < 900<<10 || len(body) > idemhttp.DefaultMaxBody {
 			t.Fatalf("body of %d bytes, want about 1 MiB", len(body))
 		}
 		wantStatus(t, e.do("POST", "/bulk", `"big"`, body), http.StatusCreated)
-		rec, err := e.store.Get(context.Background(), "", "big")
+		rec, err := e.store.Get(context.Background(), "tenant-1", "big")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +57,8 @@ func TestDigestListIsBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := idem.Digests(intent.Fields[idem.DigestsField])
+		_, keyed, _ := strings.Cut(intent.Fields["body_hmac"], ":")
+		d := idem.Digests(keyed)
 		if d.Len() != idem.DefaultMaxDigests+1 || len(d) > 4<<10 || len(rec.Intent) > 8<<10 {
 			t.Fatalf("stored digests: %d entries, %d bytes (intent %d bytes); want %d entries within 4 KiB",
 				d.Len(), len(d), len(rec.Intent), idem.DefaultMaxDigests+1)
@@ -81,7 +86,7 @@ func TestDigestListIsBounded(t *testing.T) {
 func TestMaxDigestsConfig(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(t *testing.T) idem.Store) {
 		var n int64
-		e := newEnv(t, open, idem.Config{}, idemhttp.Config{MaxDigests: 2}, created(&n))
+		e := newEnv(t, open, idem.Config{}, idemhttp.Config{MaxDigests: 2, Scope: tenantScope}, created(&n))
 		wantStatus(t, e.do("POST", "/x", `"k"`, `{"a":1,"b":2,"c":3,"d":4}`), http.StatusCreated)
 		p := wantProblem(t, e.do("POST", "/x", `"k"`, `{"a":0,"b":2,"c":3,"d":5}`), http.StatusUnprocessableEntity, idemhttp.TypeKeyMismatch)
 		if !slices.Equal(p.Fields, []string{"a", idem.RestMembers}) {

@@ -313,6 +313,9 @@ type call struct {
 func (c *call) BuildIntent() *idem.Intent {
 	c.intent.Fields = c.m.intentFields(c.scope, &c.in)
 	if c.m.cfg.Intent != nil {
+		if c.intent.Fields == nil {
+			c.intent.Fields = make(map[string]string) // the hook may add fields
+		}
 		c.m.cfg.Intent(c.r, c.in.body, &c.intent)
 	}
 	c.intent.Origin = Origin
