@@ -23,7 +23,7 @@ const DefaultUIListen = "127.0.0.1:8788"
 
 func cmdUI(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("ui",
-		"idem ui [--store DSN] --token-file FILE [--listen ADDR] [--operator NAME] [--metrics-url URL] [--reconcile-report FILE] [--audit-log FILE] [--ttl DUR] [--allow-remote]",
+		"idem ui [--store DSN] --token-file FILE [--listen ADDR] [--operator NAME] [--metrics-url URL [--metrics-every DUR]] [--reconcile-report FILE] [--audit-log FILE] [--ttl DUR] [--allow-remote]",
 		"Serve the operator dashboard: counts by state and outcomes over time, the\n"+
 			"unknown records oldest first, and a page per record with a form that\n"+
 			"decides it exactly as idem resolve does (fenced, logged with who and why,\n"+
@@ -38,6 +38,7 @@ func cmdUI(ctx context.Context, e *env, args []string) int {
 	tokenFile := f.String("token-file", "", "file holding the login token, at least 16 bytes (required)")
 	operator := f.String("operator", "", "name every decision is logged with (default: the name given at login)")
 	metricsURL := f.String("metrics-url", "", "a proxy's /metrics, sampled for outcomes over time and the duplicate ratio (default: drawn from the store)")
+	metricsEvery := f.duration("metrics-every", 15*time.Second, "how often --metrics-url is sampled")
 	reconcileReport := f.String("reconcile-report", "", "the JSON report of idem reconcile --json to show on the overview")
 	auditLog := f.String("audit-log", "", "append every decision to this file (JSON lines) and show a record's past decisions on its page")
 	ttl := f.duration("ttl", 24*time.Hour, "how long a succeeded/failed decision replays")
@@ -58,6 +59,9 @@ func cmdUI(ctx context.Context, e *env, args []string) int {
 	if !*allowRemote && !ui.IsLoopbackAddr(*listen) {
 		return f.usageError("--listen %s is not a loopback address: the dashboard decides records, so it listens on 127.0.0.1 or [::1] unless --allow-remote", *listen)
 	}
+	if *metricsEvery <= 0 {
+		return f.usageError("--metrics-every must be positive")
+	}
 	if *metricsURL != "" {
 		if u, err := url.Parse(*metricsURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return f.usageError("--metrics-url must be an http(s) URL, got %q", *metricsURL)
@@ -74,7 +78,7 @@ func cmdUI(ctx context.Context, e *env, args []string) int {
 	defer st.Close()
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
 	if err := serveUI(ctx, st, log, uiOptions{dsn: *dsn, listen: *listen, token: token, operator: *operator,
-		metricsURL: *metricsURL, reconcileReport: *reconcileReport, auditLog: *auditLog, ttl: *ttl, allowRemote: *allowRemote}); err != nil {
+		metricsURL: *metricsURL, metricsEvery: *metricsEvery, reconcileReport: *reconcileReport, auditLog: *auditLog, ttl: *ttl, allowRemote: *allowRemote}); err != nil {
 		return f.fail(err)
 	}
 	return exitOK
@@ -83,7 +87,7 @@ func cmdUI(ctx context.Context, e *env, args []string) int {
 type uiOptions struct {
 	dsn, listen, operator, metricsURL, reconcileReport, auditLog string
 	token                                                        []byte
-	ttl                                                          time.Duration
+	ttl, metricsEvery                                            time.Duration
 	allowRemote                                                  bool
 }
 
@@ -102,7 +106,7 @@ func readToken(path string) ([]byte, error) {
 }
 
 func serveUI(ctx context.Context, st idem.Store, log *slog.Logger, o uiOptions) error {
-	srv, err := ui.New(ui.Config{Store: st, Token: o.token, Operator: o.operator, MetricsURL: o.metricsURL,
+	srv, err := ui.New(ui.Config{Store: st, Token: o.token, Operator: o.operator, MetricsURL: o.metricsURL, MetricsEvery: o.metricsEvery,
 		ReconcileReport: o.reconcileReport, AuditLog: o.auditLog, Logger: log, AllowRemote: o.allowRemote,
 		Decide: func(ctx context.Context, d ui.Decision) (*idem.Record, error) {
 			return decide(ctx, st, log, operatorDecision{Scope: d.Scope, Key: idem.Key(d.Key), As: d.As, Status: d.Status,

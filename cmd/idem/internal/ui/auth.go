@@ -139,9 +139,16 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, status int, problem string) {
-	tok := randomToken()
-	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: tok, Path: "/login", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, MaxAge: 3600})
+	// Keep the browser's login cookie if it has one: another tab, or a
+	// request of the page itself, must not invalidate the form shown.
+	var tok string
+	if c, err := r.Cookie(loginCookie); err == nil && len(c.Value) == 64 {
+		tok = c.Value
+	} else {
+		tok = randomToken()
+		http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: tok, Path: "/login", HttpOnly: true,
+			SameSite: http.SameSiteStrictMode, MaxAge: 3600})
+	}
 	s.render(w, status, "login", map[string]any{
 		"Title": "Log in", "CSRF": tok, "Next": safeNext(r.FormValue("next")),
 		"AskName": s.cfg.Operator == "", "Operator": s.cfg.Operator, "Problem": problem,

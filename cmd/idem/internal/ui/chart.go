@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -54,7 +55,7 @@ func (c *chart) SVG() template.HTML {
 	if maxV == 0 {
 		maxV = 1
 	}
-	maxV = niceCeil(maxV)
+	maxV = 4 * niceCeil(maxV/4) // four grid steps of a round size
 	n := len(c.Labels)
 	x := func(i int) float64 {
 		if n == 1 {
@@ -72,7 +73,14 @@ func (c *chart) SVG() template.HTML {
 	}
 	step := max(1, n/6)
 	for i := 0; i < n; i += step {
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle" fill="#555">%s</text>`, x(i), h-8, template.HTMLEscapeString(c.Labels[i]))
+		anchor := "middle"
+		switch {
+		case n > 1 && i == 0:
+			anchor = "start"
+		case n > 1 && i+step >= n:
+			anchor = "end" // the last label would run off the right edge
+		}
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="%s" fill="#555">%s</text>`, x(i), h-8, anchor, template.HTMLEscapeString(c.Labels[i]))
 	}
 	for _, s := range c.Series {
 		var pts []string
@@ -103,7 +111,7 @@ func trimFloat(v float64) string {
 	if v == math.Trunc(v) {
 		return fmt.Sprintf("%.0f", v)
 	}
-	return fmt.Sprintf("%.2g", v)
+	return strconv.FormatFloat(v, 'g', 3, 64)
 }
 
 // metricsChart draws per-interval increases of idem_requests_total by
