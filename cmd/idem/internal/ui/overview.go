@@ -14,8 +14,13 @@ import (
 
 // countCap bounds how many records of one state the overview counts: the
 // store contract has no count, so counting is listing, and a page must
-// not read a million rows. Beyond it the overview says "at least".
-const countCap = 10000
+// not read a million rows. Beyond it the overview says "at least". The
+// states an operator acts on (unknown, in_progress) are counted further
+// than the decided ones, which are most of a store and carry responses.
+const (
+	countCap         = 10000
+	countCapTerminal = 1000
+)
 
 type stateCount struct {
 	State string
@@ -31,13 +36,17 @@ func countStates(ctx context.Context, st idem.Store, now time.Time) ([]stateCoun
 		counts[s] = &stateCount{State: string(s)}
 	}
 	for _, s := range []idem.State{idem.StateInProgress, idem.StateUnknown, idem.StateSucceeded, idem.StateFailed} {
-		recs, err := st.List(ctx, idem.ListFilter{States: []idem.State{s}, Limit: countCap + 1})
+		limit := countCap
+		if s.Terminal() {
+			limit = countCapTerminal
+		}
+		recs, err := st.List(ctx, idem.ListFilter{States: []idem.State{s}, Limit: limit + 1})
 		if err != nil {
 			return nil, err
 		}
-		if len(recs) > countCap {
+		if len(recs) > limit {
 			counts[s].AtLst = true
-			recs = recs[:countCap]
+			recs = recs[:limit]
 		}
 		for i := range recs {
 			counts[effectiveState(&recs[i], now)].N++

@@ -204,3 +204,19 @@ func BenchmarkUnknownPage(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkOverviewCounts is the overview's count by state on the same
+// million records: a List of at most countCap+1 records per state.
+func BenchmarkOverviewCounts(b *testing.B) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		b.Run(backend, func(b *testing.B) {
+			st := benchStore(b, backend)
+			ctx := context.Background()
+			for b.Loop() {
+				if _, err := countStates(ctx, st, time.Now()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
