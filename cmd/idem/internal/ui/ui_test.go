@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/memstore"
+	"github.com/idemkit/idem/reconcile"
 )
 
 func TestMain(m *testing.M) {
@@ -441,6 +443,31 @@ func TestSafeNext(t *testing.T) {
 		"https://evil.example": "/", "": "/"} {
 		if got := safeNext(in); got != want {
 			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestOverviewReconcileReport shows a report as idem reconcile --json
+// writes it (the reconcile package's own Report, encoded).
+func TestOverviewReconcileReport(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "report.json")
+	rep := reconcile.Report{StartedAt: t0, FinishedAt: t0.Add(3 * time.Second), Checked: 1234,
+		Counts:     map[reconcile.Class]int{reconcile.ClassReconciled: 1200, reconcile.ClassDrift: 2, reconcile.ClassPending: 32},
+		DriftCount: 2, DriftAmount: map[string]int64{"EUR": 1550}, OldestUnreconciledSeconds: 7200}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, Config{ReconcileReport: path})
+	f.login("alice")
+	_, body := f.get("/")
+	for _, want := range []string{"1,234", "1,200", "15.50 EUR", "2 finding(s)", "2h 0m"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("overview's reconciliation panel lacks %q", want)
 		}
 	}
 }
