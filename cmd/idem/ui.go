@@ -17,6 +17,10 @@ import (
 	"github.com/idemkit/idem/cmd/idem/internal/ui"
 )
 
+// DefaultUIAuditLog is the dashboard's default audit log, in the working
+// directory as the proxy's spool is.
+const DefaultUIAuditLog = "idem-ui-audit.jsonl"
+
 // DefaultUIListen is where idem ui listens unless told otherwise: the
 // loopback interface only.
 const DefaultUIListen = "127.0.0.1:8788"
@@ -40,7 +44,7 @@ func cmdUI(ctx context.Context, e *env, args []string) int {
 	metricsURL := f.String("metrics-url", "", "a proxy's /metrics, sampled for outcomes over time and the duplicate ratio (default: drawn from the store)")
 	metricsEvery := f.duration("metrics-every", 15*time.Second, "how often --metrics-url is sampled")
 	reconcileReport := f.String("reconcile-report", "", "the JSON report of idem reconcile --json to show on the overview")
-	auditLog := f.String("audit-log", "", "append every decision to this file (JSON lines) and show a record's past decisions on its page")
+	auditLog := f.String("audit-log", DefaultUIAuditLog, "append every decision to this file (JSON lines, fsync'd) and show a record's past decisions on its page (empty: stderr only)")
 	ttl := f.duration("ttl", 24*time.Hour, "how long a succeeded/failed decision replays")
 	allowRemote := f.Bool("allow-remote", false, "listen on a non-loopback address and answer to any Host name")
 	pos, code, ok := f.parse(args)

@@ -471,3 +471,27 @@ func TestOverviewReconcileReport(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownScanBound: a filter the store cannot apply (the operation)
+// reads at most maxScan records for one page, then offers the next page
+// from where it stopped, so a rare operation never makes one slow page.
+func TestUnknownScanBound(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{})
+	f.login("alice")
+	for i := range maxScan + 100 {
+		f.unknown("", fmt.Sprintf("c%05d", i), "charge", time.Duration(i)*time.Millisecond)
+	}
+	for i := range 3 {
+		f.unknown("", fmt.Sprintf("r%d", i), "refund", time.Hour+time.Duration(i)*time.Second)
+	}
+	_, body := f.get("/unknown?op=refund")
+	next := regexp.MustCompile(`id="next-page" href="([^"]+)"`).FindStringSubmatch(body)
+	if n := strings.Count(body, `class="key"`); n != 0 || next == nil || !strings.Contains(body, fmt.Sprintf("%d read", maxScan)) {
+		t.Fatalf("first page of op=refund: %d records, next %v; want none after reading %d, and a next page", n, next, maxScan)
+	}
+	_, body = f.get(strings.ReplaceAll(next[1], "&amp;", "&"))
+	if n := strings.Count(body, `class="key"`); n != 3 {
+		t.Fatalf("second page of op=refund: %d records, want 3", n)
+	}
+}
