@@ -12,6 +12,12 @@ import (
 // the cursor is a row-value comparison so a page never repeats or skips a
 // record created in the same microsecond.
 func (o ops) list(ctx context.Context, f idem.ListFilter) ([]idem.Record, error) {
+	q, args := listQuery(f)
+	return o.queryRecords(ctx, q, args...)
+}
+
+// listQuery is list's statement: only the conditions f uses.
+func listQuery(f idem.ListFilter) (string, []any) {
 	var (
 		conds []string
 		args  []any
@@ -31,11 +37,8 @@ func (o ops) list(ctx context.Context, f idem.ListFilter) ([]idem.Record, error)
 		conds, args = append(conds, `created_at < ?`), append(args, f.CreatedBefore.UnixMicro())
 	}
 	if c := f.After; c != nil {
-		// created_at >= is implied by the row value; spelled out, it bounds
-		// a walk of the (state, created_at) index, which the row value alone
-		// does not.
-		conds = append(conds, `created_at >= ?`, `(created_at, scope, key) > (?, ?, ?)`)
-		args = append(args, c.CreatedAt.UnixMicro(), c.CreatedAt.UnixMicro(), c.Scope, c.Key)
+		conds = append(conds, `(created_at, scope, key) > (?, ?, ?)`)
+		args = append(args, c.CreatedAt.UnixMicro(), c.Scope, c.Key)
 	}
 	q := `SELECT ` + columns + ` FROM idem_records`
 	if len(f.States) == 1 {
@@ -53,7 +56,7 @@ func (o ops) list(ctx context.Context, f idem.ListFilter) ([]idem.Record, error)
 	if f.Limit > 0 {
 		q, args = q+` LIMIT ?`, append(args, f.Limit)
 	}
-	return o.queryRecords(ctx, q, args...)
+	return q, args
 }
 
 func (o ops) queryRecords(ctx context.Context, q string, args ...any) ([]idem.Record, error) {
