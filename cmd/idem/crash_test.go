@@ -50,7 +50,8 @@ func TestProxyKill9(t *testing.T) {
 // outcome-unknown; in flight until the dead attempt's lease passes), and
 // returns the upstream, which answers 201 with answer from then on, and the
 // restarted proxy.
-func killMidEffect(t *testing.T, db, path, key, body, answer string) (*upstream, *proc) {
+// Further proxy flags may follow (both proxies get them).
+func killMidEffect(t *testing.T, db, path, key, body, answer string, proxyArgs ...string) (*upstream, *proc) {
 	t.Helper()
 	hold := make(chan struct{})
 	var blocking atomic.Bool
@@ -63,7 +64,7 @@ func killMidEffect(t *testing.T, db, path, key, body, answer string) (*upstream,
 		_, _ = w.Write([]byte(answer))
 	})
 	t.Cleanup(func() { close(hold) })
-	p1 := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", db, "--lease", "1s")
+	p1 := startProxy(t, append([]string{"--global-scope", "--upstream", up.URL, "--store", db, "--lease", "1s"}, proxyArgs...)...)
 	sent := make(chan error, 1)
 	go func() {
 		_, err := trySend("POST", p1.url(path), key, body)
@@ -79,7 +80,7 @@ func killMidEffect(t *testing.T, db, path, key, body, answer string) (*upstream,
 	}
 	blocking.Store(false)
 
-	p2 := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", db, "--lease", "1s")
+	p2 := startProxy(t, append([]string{"--global-scope", "--upstream", up.URL, "--store", db, "--lease", "1s"}, proxyArgs...)...)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		r := send(t, "POST", p2.url(path), key, body)

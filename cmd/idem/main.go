@@ -1,6 +1,6 @@
 // Command idem is the idem command line: an idempotency proxy for any HTTP
 // API, the operator's tools for records (migrate, get, list, resolve,
-// sweep, reconcile, doctor), audits (audit of an HTTP API, vet of Go code,
+// sweep, reconcile, doctor, and the ui dashboard), audits (audit of an HTTP API, vet of Go code,
 // tools-audit of MCP servers), bench and version.
 //
 // Exit codes: 0 ok, 1 failure, 2 usage; reconcile exits 3 when it finds
@@ -63,6 +63,7 @@ var commands = map[string]command{
 	"tools-audit": {"report MCP tools with side effects and no idempotency key (exit 3)", cmdToolsAudit},
 	"bench":       {"measure idem against the raw driver of the same store", cmdBench},
 	"version":     {"print the module version, commit and Go version", cmdVersion},
+	"ui":          {"serve the operator dashboard: unknown records, decisions, outcomes over time", cmdUI},
 	"doctor":      {"check a store's schema, durability, clock and retention (exit 3 on findings)", cmdDoctor},
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/user"
 	"strings"
@@ -309,65 +308,36 @@ func cmdResolve(ctx context.Context, e *env, args []string) int {
 	if strings.TrimSpace(*reason) == "" {
 		return f.usageError("--reason is required: every resolution is logged with why")
 	}
-	res := idem.Resolution{Force: *force, Actor: *actor, Reason: *reason, IfFence: *ifFence}
 	if *ifFence < 0 {
 		return f.usageError("--if-fence must not be negative")
 	}
 	switch *as {
 	case "released":
-		res.Release = true
 		if *status != 0 || *bodyFile != "" {
 			return f.usageError("--status and --body make no sense with --as released")
 		}
 	case "succeeded", "failed":
-		res.As = idem.State(*as)
-		if _, err := recordedBody(*as, *status, "", ""); err != nil {
+		if _, err := recordedBody(*as, *status, nil, ""); err != nil {
 			return f.usageError("%v", err)
 		}
 	default:
 		return f.usageError("--as must be succeeded, failed or released, got %q", *as)
+	}
+	d := operatorDecision{Scope: *scope, Key: key, As: *as, Status: *status, ContentType: *ctype,
+		Reason: *reason, Actor: *actor, Force: *force, IfFence: *ifFence, TTL: *ttl}
+	if *bodyFile != "" {
+		if d.Body, err = os.ReadFile(*bodyFile); err != nil {
+			return f.fail(fmt.Errorf("--body: %w", err))
+		}
+		d.HasBody = true
 	}
 	st, code, ok := openExisting(ctx, f, *dsn)
 	if !ok {
 		return code
 	}
 	defer st.Close()
-	log := slog.New(slog.NewTextHandler(e.stderr, nil))
-	// An operator decides records on whatever store holds them; idem
-	// doctor, not resolve, judges whether the store can forget.
-	eng, err := idem.New(st, idem.Config{TTL: *ttl, Logger: log, AllowVolatileStore: true})
+	rec, err := decide(ctx, st, slog.New(slog.NewTextHandler(e.stderr, nil)), d)
 	if err != nil {
-		return f.fail(err)
-	}
-	defer eng.Close()
-	if err := markExpiredUnknown(ctx, st, *scope, key); err != nil {
-		return f.fail(err)
-	}
-	if !res.Release {
-		cur, err := st.Get(ctx, *scope, string(key))
-		if errors.Is(err, idem.ErrNotFound) {
-			return f.fail(fmt.Errorf("no record for key %q in scope %q", key, *scope))
-		}
-		if err != nil {
-			return f.fail(err)
-		}
-		b, err := resolvedResult(cur, *as, *status, *bodyFile, *ctype, *reason)
-		if err != nil {
-			return f.fail(err)
-		}
-		res.Result = b
-	}
-	rec, err := eng.Resolve(ctx, *scope, key, res)
-	if err != nil {
-		if errors.Is(err, idem.ErrNotFound) {
-			return f.fail(fmt.Errorf("no record for key %q in scope %q", key, *scope))
-		}
-		if errors.Is(err, idem.ErrFenced) && *ifFence != 0 {
-			return f.fail(fmt.Errorf("record %q moved on from fence %d (decided or re-claimed meanwhile); look at it again with idem get", key, *ifFence))
-		}
-		if errors.Is(err, idem.ErrFenced) && !*force {
-			return f.fail(notUnknown(ctx, st, *scope, key, err))
-		}
 		return f.fail(err)
 	}
 	if rec == nil {
@@ -376,83 +346,6 @@ func cmdResolve(ctx context.Context, e *env, args []string) int {
 	}
 	fmt.Fprintf(e.stdout, "resolved %s as %s (fence %d)\n", key, rec.State, rec.Fence)
 	return exitOK
-}
-
-// resolvedResult is what an operator's resolution records on rec, in the
-// form whatever made rec decodes: a recorded HTTP response for a record made
-// by idemhttp or idem proxy, the application's value (the --body file as
-// it is, or for a failure the reason) for a record made by an engine caller.
-func resolvedResult(rec *idem.Record, as string, status int, bodyFile, ctype, reason string) ([]byte, error) {
-	if idemhttp.MadeRecord(rec) {
-		return recordedBody(as, status, bodyFile, ctype)
-	}
-	if status != 0 || ctype != "" {
-		return nil, fmt.Errorf("record %q was made by an application through the engine, not over HTTP: its result is the application's value, so --status and --content-type do not apply; give --body FILE holding the value as the application's codec writes it (JSON by default)", rec.Key)
-	}
-	if bodyFile == "" {
-		if as == "failed" {
-			return []byte(reason), nil
-		}
-		return nil, fmt.Errorf("record %q was made by an application through the engine: --as succeeded needs --body FILE holding the value its retries replay (as the application's codec writes it, JSON by default)", rec.Key)
-	}
-	b, err := os.ReadFile(bodyFile)
-	if err != nil {
-		return nil, fmt.Errorf("--body: %w", err)
-	}
-	return b, nil
-}
-
-// recordedBody builds the recorded response an operator's resolution
-// replays.
-func recordedBody(as string, status int, bodyFile, ctype string) ([]byte, error) {
-	if status == 0 {
-		status = http.StatusOK
-		if as == "failed" {
-			status = http.StatusInternalServerError
-		}
-	}
-	if status < 200 || status > 599 {
-		return nil, fmt.Errorf("--status %d is not a final HTTP status", status)
-	}
-	rr := &idemhttp.RecordedResponse{Status: status}
-	if bodyFile != "" {
-		b, err := os.ReadFile(bodyFile)
-		if err != nil {
-			return nil, fmt.Errorf("--body: %w", err)
-		}
-		rr.Body, rr.Size = b, int64(len(b))
-		if ctype == "" && len(b) > 0 {
-			ctype = detectContentType(b)
-		}
-	}
-	if ctype != "" {
-		rr.Header = http.Header{"Content-Type": {ctype}}
-	}
-	return rr.Encode()
-}
-
-// detectContentType is application/json for a JSON text, which
-// http.DetectContentType would call text/plain, and its sniffing otherwise.
-func detectContentType(b []byte) string {
-	if json.Valid(b) {
-		return "application/json"
-	}
-	return http.DetectContentType(b)
-}
-
-// notUnknown explains, in the command's own terms, why Resolve refused a
-// record without --force: it names the record's state and the flag.
-func notUnknown(ctx context.Context, st idem.Store, scope string, key idem.Key, err error) error {
-	rec, gerr := st.Get(ctx, scope, string(key))
-	switch {
-	case errors.Is(gerr, idem.ErrNotFound):
-		return fmt.Errorf("no record for key %q in scope %q (it was released meanwhile)", key, scope)
-	case gerr != nil:
-		return err
-	case rec.State == idem.StateInProgress:
-		return fmt.Errorf("record %q is in_progress, not unknown: its request is still running and may finish; --force changes it anyway", key)
-	}
-	return fmt.Errorf("record %q is %s, not unknown; --force changes a decided record", key, rec.State)
 }
 
 func currentUser() string {
@@ -508,29 +401,6 @@ func byEffectiveState(recs []idem.Record, state string, now time.Time) []idem.Re
 		}
 	}
 	return out
-}
-
-// markExpiredUnknown writes unknown on an in_progress record whose lease
-// has passed, as the engine does when it reads one, so that an operator can
-// resolve it without --force.
-func markExpiredUnknown(ctx context.Context, st idem.Store, scope string, key idem.Key) error {
-	rec, err := st.Get(ctx, scope, string(key))
-	if err != nil {
-		if errors.Is(err, idem.ErrNotFound) {
-			return nil
-		}
-		return err
-	}
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	if !rec.LeaseExpired(now) {
-		return nil
-	}
-	_, err = st.Finish(ctx, idem.FinishParams{Scope: rec.Scope, Key: rec.Key, Fence: rec.Fence,
-		AttemptID: rec.AttemptID, State: idem.StateUnknown, CompletedAt: now})
-	if errors.Is(err, idem.ErrFenced) {
-		return nil // it moved on meanwhile; Resolve decides on what is there now
-	}
-	return err
 }
 
 // Output.

@@ -91,18 +91,13 @@ func TestGetShowsWhyAResultIsUnreadable(t *testing.T) {
 
 func TestRecordedBodyDetectsJSON(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
 	for body, want := range map[string]string{
 		`{"id": 7, "paid": true}`: "application/json",
 		`[1, 2]`:                  "application/json",
 		"paid in full\n":          "text/plain; charset=utf-8",
 		"<html><body>ok</body>":   "text/html; charset=utf-8",
 	} {
-		path := filepath.Join(dir, "body")
-		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		b, err := recordedBody("succeeded", 0, path, "")
+		b, err := recordedBody("succeeded", 0, []byte(body), "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +110,7 @@ func TestRecordedBodyDetectsJSON(t *testing.T) {
 		}
 	}
 	// --content-type wins over detection.
-	b, _ := recordedBody("succeeded", 0, filepath.Join(dir, "body"), "application/vnd.x+json")
+	b, _ := recordedBody("succeeded", 0, []byte("{}"), "application/vnd.x+json")
 	if rr, _ := idemhttp.DecodeResponse(b); rr == nil || rr.Header.Get("Content-Type") != "application/vnd.x+json" {
 		t.Fatalf("--content-type not kept: %+v", rr)
 	}

@@ -1,0 +1,229 @@
+// Package ui is the operator dashboard that `idem ui` serves: an overview
+// of a store's records, the unknown records oldest first, and a page per
+// record with a form that decides it.
+//
+// Pages are rendered on the server with html/template from templates
+// embedded in the binary, with one embedded stylesheet and one small
+// script; nothing is loaded from elsewhere, and the Content-Security-Policy
+// says so (default-src 'self', no inline script or style). Every page
+// needs a session, made by a login form that checks the token in constant
+// time and sets an HttpOnly, SameSite=Strict cookie; every form carries a
+// CSRF token bound to the session.
+//
+// Decisions go through Config.Decide, which idem ui wires to the same
+// function as `idem resolve`: fenced, logged with who and why. The form
+// carries the record's version as the page showed it, and a decision on a
+// record that changed since is refused.
+package ui
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Decision is an operator's decision on one record, as the resolve form
+// posts it.
+type Decision struct {
+	Scope, Key string
+	// As is "succeeded", "failed" or "released".
+	As string
+	// Status is the HTTP status a succeeded/failed record replays; 0 lets
+	// the decider choose (200 or 500).
+	Status int
+	// Body is the body (or value) replayed; HasBody says one was given.
+	Body        []byte
+	HasBody     bool
+	ContentType string
+	// Reason is why; Operator is who. Both are required.
+	Reason, Operator string
+	// IfFence is the record's fence as the page showed it: the decision
+	// applies only while the record still has it.
+	IfFence int64
+}
+
+// Config configures [New].
+type Config struct {
+	// Store holds the records shown. Required.
+	Store idem.Store
+	// Token is the secret the login form asks for. Required, at least 16
+	// bytes.
+	Token []byte
+	// Decide applies a decision (idem ui passes the function behind
+	// `idem resolve`). It returns the new record, or nil when released.
+	// Required.
+	Decide func(ctx context.Context, d Decision) (*idem.Record, error)
+	// Operator names whoever decides through this server in the audit
+	// trail. Defaults to empty: the login form asks each operator's name.
+	Operator string
+	// MetricsURL is a proxy's /metrics (Prometheus text) sampled for the
+	// outcome chart and the duplicate ratio. Defaults to empty: the chart
+	// is drawn from the store's records.
+	MetricsURL string
+	// MetricsEvery is how often MetricsURL is sampled. Defaults to 15s.
+	MetricsEvery time.Duration
+	// ReconcileReport is a file written by `idem reconcile --json`, shown
+	// on the overview. Defaults to empty: none.
+	ReconcileReport string
+	// AuditLog is a file to which every decision is appended as a JSON
+	// line (who, why, what, fences), and from which a record's page shows
+	// its past decisions. Defaults to empty: decisions are only logged.
+	AuditLog string
+	// Logger receives the server's log lines. Defaults to slog.Default().
+	Logger *slog.Logger
+	// SessionTTL is how long a login lasts. Defaults to 12h.
+	SessionTTL time.Duration
+	// PageSize is how many unknown records a page lists. Defaults to 50.
+	PageSize int
+	// AllowRemote accepts requests whose Host is not a loopback name.
+	// Defaults to false: a page asked for by another name (DNS
+	// rebinding) is refused.
+	AllowRemote bool
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Errors of [New].
+var (
+	ErrConfig = errors.New("ui: invalid configuration")
+)
+
+// Server is the dashboard's http.Handler.
+type Server struct {
+	cfg      Config
+	tmpl     map[string]*template.Template
+	mux      *http.ServeMux
+	sessions sessions
+	metrics  *sampler
+	audit    *auditLog
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+// New checks cfg, fills its defaults and returns the server. Close stops
+// its metrics sampler.
+func New(cfg Config) (*Server, error) {
+	switch {
+	case cfg.Store == nil:
+		return nil, fmt.Errorf("%w: Store is required", ErrConfig)
+	case len(cfg.Token) < 16:
+		return nil, fmt.Errorf("%w: Token must be at least 16 bytes, got %d", ErrConfig, len(cfg.Token))
+	case cfg.Decide == nil:
+		return nil, fmt.Errorf("%w: Decide is required", ErrConfig)
+	}
+	if cfg.MetricsEvery <= 0 {
+		cfg.MetricsEvery = 15 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = 12 * time.Hour
+	}
+	if cfg.PageSize <= 0 {
+		cfg.PageSize = 50
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	tm, err := parseTemplates()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, tmpl: tm, sessions: sessions{m: map[string]*session{}, ttl: cfg.SessionTTL, now: cfg.Now}}
+	if cfg.AuditLog != "" {
+		s.audit = &auditLog{path: cfg.AuditLog}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stop = cancel
+	if cfg.MetricsURL != "" {
+		s.metrics = newSampler(cfg.MetricsURL, 120)
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.metrics.run(ctx, cfg.MetricsEvery, cfg.Logger) }()
+	}
+	s.routes()
+	return s, nil
+}
+
+// Close stops the background sampling of MetricsURL.
+func (s *Server) Close() error {
+	s.stop()
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	static, _ := fs.Sub(staticFS, "static")
+	m.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	m.HandleFunc("GET /favicon.ico", http.NotFound) // the pages name /static/favicon.svg
+	m.HandleFunc("GET /login", s.loginPage)
+	m.HandleFunc("POST /login", s.login)
+	m.Handle("POST /logout", s.authed(s.logout))
+	m.Handle("GET /{$}", s.authed(s.overview))
+	m.Handle("GET /unknown", s.authed(s.unknownList))
+	m.Handle("GET /record", s.authed(s.recordPage))
+	m.Handle("POST /record/resolve", s.authed(s.resolve))
+	s.mux = m
+}
+
+// ServeHTTP implements http.Handler: security headers on every answer,
+// then the host check, then the routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "same-origin") // not no-referrer: browsers then send "Origin: null" on same-origin POSTs
+	h.Set("Cache-Control", "no-store")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	if !s.cfg.AllowRemote && !loopbackHost(r.Host) {
+		http.Error(w, "idem ui answers only to a loopback host name (127.0.0.1, [::1], localhost)", http.StatusMisdirectedRequest)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// loopbackHost reports whether a Host header names this machine's
+// loopback interface, so that a page fetched through another name (a DNS
+// rebinding attack) is refused.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// IsLoopbackAddr reports whether a listen address binds only the loopback
+// interface (127.0.0.0/8, ::1 or localhost); an empty host binds every
+// interface and is not.
+func IsLoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return false
+	}
+	return loopbackHost(host)
+}

@@ -1,0 +1,201 @@
+package ui
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/durations"
+)
+
+func urlQuery(s string) string { return url.QueryEscape(s) }
+
+// UnknownFilter selects unknown records for [ListUnknown].
+type UnknownFilter struct {
+	// OlderThan keeps records created longer ago than this; 0 keeps all.
+	OlderThan time.Duration
+	// Operation keeps records whose intent names this operation, or whose
+	// method is this (the proxy records the method); empty keeps all.
+	Operation string
+	// Scope keeps one scope's records; empty keeps all.
+	Scope string
+	// After continues a listing from a page's next cursor.
+	After *idem.Cursor
+}
+
+// UnknownPage is one page of unknown records, oldest first.
+type UnknownPage struct {
+	Records []row
+	// Next is where the next page starts; nil at the end.
+	Next *idem.Cursor
+	// Scanned is how many records were read to fill the page: more than
+	// len(Records) when a filter the store cannot apply (the operation, a
+	// live lease) left some out.
+	Scanned int
+}
+
+// Paging bounds. The store applies scope, age, state and the cursor in
+// its query; the operation and the lease are checked here, so a page
+// reads batches of listBatch records and stops after maxScan even if it is
+// not full: a rare operation costs more pages, never one slow page.
+const (
+	listBatch = 200
+	maxScan   = 5000
+)
+
+// ListUnknown reads one page of unknown records (and in_progress records
+// whose lease has passed, which every reader treats as unknown), oldest
+// first, with the store's List and its cursor, never an offset: the cost
+// of a page does not grow with how far into the list it is.
+//
+// Each state is listed on its own and the two lists are merged here. One
+// List of both states would be simpler, but a store cannot walk its
+// (state, created_at) index in creation order across two states: SQLite
+// and PostgreSQL then sort every unknown record to return the first
+// fifty (a third of a second on a million records), where one state
+// walks the index and stops after the page.
+func ListUnknown(ctx context.Context, st idem.Store, f UnknownFilter, pageSize int, now time.Time) (*UnknownPage, error) {
+	lf := idem.ListFilter{Scope: f.Scope, After: f.After, Limit: min(pageSize+1, listBatch)}
+	if f.OlderThan > 0 {
+		lf.CreatedBefore = now.Add(-f.OlderThan).UTC()
+	}
+	unknown, running := &stream{st: st, lf: lf}, &stream{st: st, lf: lf}
+	unknown.lf.States = []idem.State{idem.StateUnknown}
+	running.lf.States = []idem.State{idem.StateInProgress}
+	page := &UnknownPage{}
+	prev := f.After // the position of the last record read
+	for {
+		r, err := next(ctx, unknown, running)
+		if err != nil {
+			return nil, err
+		}
+		if r == nil {
+			return page, nil // the end of the list
+		}
+		if len(page.Records) == pageSize || page.Scanned >= maxScan {
+			page.Next = prev // r is the first record of the next page
+			return page, nil
+		}
+		page.Scanned++
+		prev = &idem.Cursor{CreatedAt: r.CreatedAt, Scope: r.Scope, Key: r.Key}
+		if effectiveState(r, now) == idem.StateUnknown && matchOperation(r, f.Operation) {
+			page.Records = append(page.Records, toRow(r, now))
+		}
+	}
+}
+
+// stream reads one state's records in List order, a batch at a time.
+type stream struct {
+	st   idem.Store
+	lf   idem.ListFilter
+	buf  []idem.Record
+	done bool
+}
+
+func (s *stream) peek(ctx context.Context) (*idem.Record, error) {
+	if len(s.buf) == 0 && !s.done {
+		recs, err := s.st.List(ctx, s.lf)
+		if err != nil {
+			return nil, err
+		}
+		s.done = len(recs) < s.lf.Limit
+		if n := len(recs); n > 0 {
+			last := &recs[n-1]
+			s.lf.After = &idem.Cursor{CreatedAt: last.CreatedAt, Scope: last.Scope, Key: last.Key}
+		}
+		s.buf, s.lf.Limit = recs, listBatch
+	}
+	if len(s.buf) == 0 {
+		return nil, nil
+	}
+	return &s.buf[0], nil
+}
+
+// next pops whichever stream's record comes first in List order
+// (created, then scope, then key, byte order as the stores sort).
+func next(ctx context.Context, a, b *stream) (*idem.Record, error) {
+	ra, err := a.peek(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rb, err := b.peek(ctx)
+	if err != nil {
+		return nil, err
+	}
+	take := a
+	switch {
+	case ra == nil && rb == nil:
+		return nil, nil
+	case ra == nil:
+		take = b
+	case rb != nil && before(rb, ra):
+		take = b
+	}
+	r := take.buf[0]
+	take.buf = take.buf[1:]
+	return &r, nil
+}
+
+func before(x, y *idem.Record) bool {
+	if !x.CreatedAt.Equal(y.CreatedAt) {
+		return x.CreatedAt.Before(y.CreatedAt)
+	}
+	if x.Scope != y.Scope {
+		return x.Scope < y.Scope
+	}
+	return x.Key < y.Key
+}
+
+func matchOperation(r *idem.Record, op string) bool {
+	if op == "" {
+		return true
+	}
+	in, err := idem.DecodeIntent(r.Intent)
+	if err != nil || in == nil {
+		return false
+	}
+	return strings.EqualFold(in.Operation, op) || strings.EqualFold(in.Fields["method"], op)
+}
+
+func (s *Server) unknownList(w http.ResponseWriter, r *http.Request, sess *session) {
+	q := r.URL.Query()
+	f := UnknownFilter{Operation: strings.TrimSpace(q.Get("op")), Scope: strings.TrimSpace(q.Get("scope"))}
+	var problem string
+	if v := strings.TrimSpace(q.Get("older")); v != "" {
+		d, err := durations.Parse(v)
+		if err != nil {
+			problem = "age: " + err.Error()
+		}
+		f.OlderThan = d
+	}
+	after, err := decodeCursor(q.Get("after"))
+	if err != nil {
+		problem = err.Error()
+	}
+	f.After = after
+	now := s.cfg.Now()
+	page, err := ListUnknown(r.Context(), s.cfg.Store, f, s.cfg.PageSize, now)
+	if err != nil {
+		s.refuse(w, r, http.StatusBadGateway, "Store not readable", err.Error())
+		return
+	}
+	next := ""
+	if page.Next != nil {
+		v := url.Values{"after": {encodeCursor(page.Next)}}
+		for _, k := range []string{"older", "op", "scope"} {
+			if q.Get(k) != "" {
+				v.Set(k, q.Get(k))
+			}
+		}
+		next = "/unknown?" + v.Encode()
+	}
+	s.render(w, http.StatusOK, "unknown", map[string]any{
+		"Title": "Unknown records", "Operator": sess.operator, "CSRF": sess.csrf, "Nav": "unknown",
+		"Page": page, "Next": next, "First": after == nil, "Problem": problem,
+		"Older": q.Get("older"), "Op": q.Get("op"), "Scope": q.Get("scope"),
+		"Released": q.Get("released"),
+	})
+}
