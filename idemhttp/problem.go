@@ -53,7 +53,9 @@ const (
 	// the outcome is unknown and retries get 409 (504).
 	TypeUpstreamTimeout = ProblemBase + "upstream-timeout"
 	// TypeRecordUnreadable: a record exists but its response cannot be
-	// decoded (500).
+	// decoded, or cannot be decrypted (encrypted at rest under a key id
+	// the engine's keyring does not hold, or altered); it is not run
+	// again (500).
 	TypeRecordUnreadable = ProblemBase + "record-unreadable"
 	// TypeBodyUnreadable: reading the request body failed (the client
 	// went away or sent a malformed chunked body); nothing was claimed
