@@ -9,6 +9,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"runtime"
 	"strings"
 )
 
@@ -317,4 +320,33 @@ func (k *Keyring) OpenRecord(r *Record) error {
 	}
 	r.Result, r.Intent = res, in
 	return nil
+}
+
+// LoadKeyring reads a key file in [ParseKeyring]'s format. It refuses a
+// file that other users may read, write or search (any "other"
+// permission bit set; on Unix-like systems): the keys are as secret as
+// the records they protect. Make it 0600 or 0400 (0640 with a group of
+// its own, e.g. a Kubernetes secret mounted with defaultMode 0440).
+func LoadKeyring(path string) (*Keyring, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadKeyring, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadKeyring, err)
+	}
+	if runtime.GOOS != "windows" && fi.Mode().Perm()&0o007 != 0 {
+		return nil, fmt.Errorf("%w: %s is accessible to other users (mode %v); chmod o= %s", ErrBadKeyring, path, fi.Mode().Perm(), path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadKeyring, err)
+	}
+	k, err := ParseKeyring(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return k, nil
 }

@@ -225,3 +225,30 @@ func (s *lostAnswerStore) Finish(ctx context.Context, p idem.FinishParams) (*ide
 	}
 	return r, err
 }
+
+func TestLoadKeyring(t *testing.T) {
+	dir := t.TempDir()
+	line := "k1:" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 32)) + "\n"
+	write := func(name string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(line), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if k, err := idem.LoadKeyring(write("ok", 0o600)); err != nil || k.CurrentID() != "k1" {
+		t.Fatalf("LoadKeyring(0600) = %v, %v", k, err)
+	}
+	if _, err := idem.LoadKeyring(write("group", 0o640)); err != nil {
+		t.Fatalf("LoadKeyring(0640) = %v", err)
+	}
+	if _, err := idem.LoadKeyring(write("world", 0o644)); !errors.Is(err, idem.ErrBadKeyring) || !strings.Contains(err.Error(), "other users") {
+		t.Fatalf("LoadKeyring(0644) = %v; want a refusal naming the mode", err)
+	}
+	if _, err := idem.LoadKeyring(filepath.Join(dir, "missing")); !errors.Is(err, idem.ErrBadKeyring) {
+		t.Fatalf("LoadKeyring(missing) = %v", err)
+	}
+}
