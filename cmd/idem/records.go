@@ -125,6 +125,7 @@ func cmdGet(ctx context.Context, e *env, args []string) int {
 	scope := f.String("scope", "", "the key's scope (the proxy stores --scope-header values as SHA-256 hex)")
 	asJSON := f.Bool("json", false, "print the record as JSON, with the intent and the response decoded")
 	bodyOut := f.String("body-out", "", "write the recorded response's body (or the result) to this file")
+	keyFile := f.keyFile()
 	pos, code, ok := f.parse(args)
 	if !ok {
 		return code
@@ -136,6 +137,10 @@ func cmdGet(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return f.usageError("%v", err)
 	}
+	keys, code, ok := f.loadKeys(*keyFile)
+	if !ok {
+		return code
+	}
 	st, code, ok := openExisting(ctx, f, *dsn)
 	if !ok {
 		return code
@@ -146,6 +151,9 @@ func cmdGet(ctx context.Context, e *env, args []string) int {
 		return f.fail(fmt.Errorf("no record for key %q in scope %q", key, *scope))
 	}
 	if err != nil {
+		return f.fail(err)
+	}
+	if err := keys.OpenRecord(rec); err != nil {
 		return f.fail(err)
 	}
 	if *bodyOut != "" {
@@ -172,12 +180,17 @@ func cmdList(ctx context.Context, e *env, args []string) int {
 	limit := f.Int("limit", 1000, "at most this many records (0: all)")
 	asJSON := f.Bool("json", false, "print one JSON object per line")
 	spoolDir := f.String("spool", DefaultSpool, "the proxy's spool directory, whose waiting outcomes are listed too (empty: none)")
+	keyFile := f.keyFile()
 	pos, code, ok := f.parse(args)
 	if !ok {
 		return code
 	}
 	if len(pos) > 0 {
 		return f.usageError("unexpected argument %q", pos[0])
+	}
+	keys, code, ok := f.loadKeys(*keyFile)
+	if !ok {
+		return code
 	}
 	filter := idem.ListFilter{Scope: *scope, Limit: *limit}
 	if *state != "" {
@@ -211,6 +224,15 @@ func cmdList(ctx context.Context, e *env, args []string) int {
 	if *state != "" {
 		recs = byEffectiveState(recs, *state, now)
 	}
+	// A record encrypted with a key not in the key file is listed
+	// without its intent and response, and makes the exit status 1.
+	sealed := map[string]int{}
+	for i := range recs {
+		if err := keys.OpenRecord(&recs[i]); err != nil {
+			sealed[sealedID(&recs[i])]++
+			recs[i].Intent, recs[i].Result = nil, nil
+		}
+	}
 	var spooled []idem.SpooledOutcome
 	if *spoolDir != "" {
 		var bad []string
@@ -220,6 +242,28 @@ func cmdList(ctx context.Context, e *env, args []string) int {
 		if len(bad) > 0 {
 			fmt.Fprintf(e.stderr, "idem list: %d spool files in %s cannot be read: %s\n", len(bad), *spoolDir, strings.Join(bad, ", "))
 		}
+		for i := range spooled {
+			o := &spooled[i]
+			if res, err := keys.OpenResult(o.Scope, o.Key, o.Result); err == nil {
+				o.Result = res
+			} else {
+				sealed[keyIDOf(o.Result)]++
+				o.Result = nil
+			}
+		}
+	}
+	if len(sealed) > 0 {
+		defer func() {
+			for id, n := range sealed {
+				fmt.Fprintf(e.stderr, "idem list: %d records are encrypted with key id %q, which --encryption-key-file does not hold: listed without their intent and response\n", n, id)
+			}
+		}()
+	}
+	status := func(code int) int {
+		if code == exitOK && len(sealed) > 0 {
+			return exitFailure
+		}
+		return code
 	}
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
@@ -233,7 +277,7 @@ func cmdList(ctx context.Context, e *env, args []string) int {
 				return f.fail(err)
 			}
 		}
-		return exitOK
+		return status(exitOK)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tSCOPE\tSTATE\tFENCE\tMETHOD\tPATH\tAMOUNT\tSTATUS\tAGE\tCREATED")
@@ -244,7 +288,7 @@ func cmdList(ctx context.Context, e *env, args []string) int {
 			method, path, amount, httpStatus(r), now.Sub(r.CreatedAt).Truncate(time.Second), r.CreatedAt.Format(time.RFC3339))
 	}
 	if err := tw.Flush(); err != nil || len(spooled) == 0 {
-		return exitFailureIf(err)
+		return status(exitFailureIf(err))
 	}
 	fmt.Fprintf(e.stdout, "\n%d outcomes spooled in %s, applied to the store when it answers:\n", len(spooled), *spoolDir)
 	fmt.Fprintln(tw, "KEY\tSCOPE\tOUTCOME\tFENCE\tSTATUS\tSPOOLED")
@@ -254,7 +298,7 @@ func cmdList(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", o.Key, shortScope(o.Scope), spooledOutcome(o), o.Fence,
 			httpStatus(&r), o.SpooledAt.Format(time.RFC3339))
 	}
-	return exitFailureIf(tw.Flush())
+	return status(exitFailureIf(tw.Flush()))
 }
 
 // cliKey reads a KEY argument: the key itself, or the key as the
@@ -295,6 +339,7 @@ func cmdResolve(ctx context.Context, e *env, args []string) int {
 	force := f.Bool("force", false, "change a record that is not unknown")
 	ttl := f.duration("ttl", 24*time.Hour, "how long a succeeded/failed resolution replays")
 	ifFence := f.Int64("if-fence", 0, "resolve only if the record's fence is still N (as idem get showed it): a decision made meanwhile wins")
+	keyFile := f.keyFile()
 	pos, code, ok := f.parse(args)
 	if !ok {
 		return code
@@ -327,6 +372,10 @@ func cmdResolve(ctx context.Context, e *env, args []string) int {
 	default:
 		return f.usageError("--as must be succeeded, failed or released, got %q", *as)
 	}
+	keys, code, ok := f.loadKeys(*keyFile)
+	if !ok {
+		return code
+	}
 	st, code, ok := openExisting(ctx, f, *dsn)
 	if !ok {
 		return code
@@ -335,7 +384,7 @@ func cmdResolve(ctx context.Context, e *env, args []string) int {
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
 	// An operator decides records on whatever store holds them; idem
 	// doctor, not resolve, judges whether the store can forget.
-	eng, err := idem.New(st, idem.Config{TTL: *ttl, Logger: log, AllowVolatileStore: true})
+	eng, err := idem.New(st, idem.Config{TTL: *ttl, Logger: log, AllowVolatileStore: true, Encryption: keys})
 	if err != nil {
 		return f.fail(err)
 	}
@@ -347,6 +396,9 @@ func cmdResolve(ctx context.Context, e *env, args []string) int {
 		cur, err := st.Get(ctx, *scope, string(key))
 		if errors.Is(err, idem.ErrNotFound) {
 			return f.fail(fmt.Errorf("no record for key %q in scope %q", key, *scope))
+		}
+		if err == nil {
+			err = keys.OpenRecord(cur)
 		}
 		if err != nil {
 			return f.fail(err)
