@@ -67,6 +67,8 @@ func (m *Middleware) errorProblem(ctx context.Context, err error, in *input) *Pr
 		// store's failure.
 		errors.Is(err, idem.ErrStoreUnavailable) && errors.Is(ctx.Err(), context.Canceled):
 		return m.cancelled(ctx, err, "the request's context ended before it was run or replayed; it was not run and may be retried with the same key")
+	case errors.Is(err, ErrScopeQuota):
+		return quotaProblem(err)
 	case errors.Is(err, idem.ErrRecordUnreadable):
 		// Encrypted under a key this engine's keyring does not hold, or
 		// altered: the record stands, and is neither served nor re-run.

@@ -71,6 +71,10 @@ type Config struct {
 	// Fields holds the body's digests; Origin is set by the middleware
 	// after the hook. Defaults to none.
 	Intent func(r *http.Request, body []byte, in *idem.Intent)
+	// ScopeQuota bounds, per scope and in this process, the requests
+	// running their handler at once and the new keys started per minute;
+	// see [ScopeQuota]. Defaults to no bounds.
+	ScopeQuota ScopeQuota
 	// Logger receives errors that cannot be reported to the client (an
 	// outcome that could not be recorded after the response was sent).
 	// Defaults to the engine's logger.
@@ -112,6 +116,9 @@ func (c *Config) fill(engineLogger *slog.Logger) error {
 	}
 	if c.Route == nil {
 		c.Route = DefaultRoute
+	}
+	if err := c.ScopeQuota.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Logger == nil {
 		c.Logger = engineLogger

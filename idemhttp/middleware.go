@@ -25,6 +25,7 @@ type Middleware struct {
 	cfg    Config
 	allow  map[string]bool
 	obs    idem.Observer // the engine's
+	quota  *quotas       // nil without Config.ScopeQuota
 }
 
 // New returns a middleware running intents through engine. It fails when
@@ -40,7 +41,8 @@ func New(engine *idem.Engine, cfg Config) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Middleware{engine: engine, cfg: cfg, allow: allow, obs: engine.Config().Observer}, nil
+	return &Middleware{engine: engine, cfg: cfg, allow: allow, obs: engine.Config().Observer,
+		quota: newQuotas(cfg.ScopeQuota, engine.Config().RetryAfter)}, nil
 }
 
 // Handler wraps next. It works with any router that takes net/http
@@ -406,6 +408,14 @@ func (c *call) clientGone(req *idem.Request, err error) {
 // effect runs the handler on the request, its body restored, under the
 // attempt's context.
 func (c *call) effect(ctx context.Context, a *idem.Attempt) ([]byte, error) {
+	if q := c.m.quota; q != nil {
+		if qe := q.acquire(a.Scope); qe != nil {
+			// Refused before the handler: the claim is released.
+			c.m.obs.Observe(ctx, idem.Event{Kind: idem.EventScopeQuota, Quota: qe.Quota, Operation: c.intent.Operation, Scope: a.Scope, Key: string(a.Key)})
+			return nil, idem.Release(qe)
+		}
+		defer q.done(a.Scope)
+	}
 	c.ran = true
 	c.ctl.attempt = a
 	c.rec.reset(c.w, c.m)

@@ -81,6 +81,11 @@ const (
 	// control character (see idem.ValidateScope); nothing was claimed
 	// (400).
 	TypeScopeInvalid = ProblemBase + "scope-invalid"
+	// TypeScopeQuota: the request's scope is over a [ScopeQuota] (requests
+	// running at once, or new keys per minute); it was not run and
+	// nothing was recorded: retry after the indicated delay (429, with
+	// Retry-After).
+	TypeScopeQuota = ProblemBase + "scope-quota"
 	// TypeInternal: the middleware failed in a way it did not expect (an
 	// unexpected engine error, or a handler panic with RecoverPanics
 	// before a response was written); it is logged (500).
@@ -149,6 +154,7 @@ var stripeErrors = map[string]stripeError{
 	TypeUpstreamTimeout:       {"api_error", "upstream_timeout", "false"},
 	TypeRecordUnreadable:      {"api_error", "record_unreadable", "false"},
 	TypeInternal:              {"api_error", "internal_error", ""},
+	TypeScopeQuota:            {"invalid_request_error", "rate_limit", "true"},
 	TypeUpgradeRefused:        {"invalid_request_error", "upgrade_refused", "false"},
 	TypeEncodingNotAcceptable: {"invalid_request_error", "encoding_not_acceptable", "false"},
 }

@@ -36,7 +36,8 @@ const DefaultReleaseStatus = "429"
 
 type proxyOpts struct {
 	listen, upstream, store, admin, scopeHeader, inFlight string
-	spool, keyFile                                        string
+	spool, keyFile, quotaRate                             string
+	quotaInFlight                                         int
 	methods, releaseStatus                                string
 	requireKey, migrate                                   bool
 	allowVolatile                                         bool
@@ -52,7 +53,7 @@ type proxyOpts struct {
 
 func cmdProxy(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("proxy",
-		"idem proxy --upstream URL [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--scope-header NAME] [--in-flight reject|wait] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--forward-key=false] [--record-header NAME]... [--intent FIELD=POINTER]... [--upstream-timeout DUR] [--write-timeout DUR] [--finish-timeout DUR] [--spool DIR] [--encryption-key-file FILE] [--migrate=false] [--allow-volatile-store] [--shutdown-timeout DUR]",
+		"idem proxy --upstream URL [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--scope-header NAME] [--in-flight reject|wait] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--forward-key=false] [--record-header NAME]... [--intent FIELD=POINTER]... [--upstream-timeout DUR] [--write-timeout DUR] [--finish-timeout DUR] [--spool DIR] [--encryption-key-file FILE] [--scope-quota-inflight N] [--scope-quota-rate N/min] [--migrate=false] [--allow-volatile-store] [--shutdown-timeout DUR]",
 		"Reverse proxy that makes an HTTP API's mutating requests idempotent with the\n"+
 			"Idempotency-Key header. GET, HEAD and OPTIONS pass through untouched.\n"+
 			"Responses are recorded and replayed with Idempotent-Replayed: true; see docs/http.md.",
@@ -79,6 +80,8 @@ func cmdProxy(ctx context.Context, e *env, args []string) int {
 	o.finishTimeout = f.duration("finish-timeout", 10*time.Second, "how long a response's outcome write is retried (with backoff) while the store does not answer; past it the outcome goes to --spool")
 	f.StringVar(&o.spool, "spool", DefaultSpool, "directory keeping outcomes the store could not take (fsync'd; applied when it answers, also after a restart); empty: none, such outcomes become unknown")
 	f.StringVar(&o.keyFile, "encryption-key-file", "", keyFileUsage)
+	f.IntVar(&o.quotaInFlight, "scope-quota-inflight", 0, "at most `N` requests of one scope running at once in this process (0: no limit); more get 429 scope-quota, not run")
+	f.StringVar(&o.quotaRate, "scope-quota-rate", "", "at most `N/min` new keys per scope (also N/s, N/h), per process, as a token bucket with a burst of N; more get 429 scope-quota, not run; replays are never refused")
 	f.BoolVar(&o.migrate, "migrate", true, "apply the store's schema migrations at start-up")
 	f.BoolVar(&o.allowVolatile, "allow-volatile-store", false, "start on a store that can forget recorded responses (Redis evicting or without persistence, fsync off; see idem doctor): a retry after a lost record runs again")
 	o.shutdown = f.duration("shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight requests")
@@ -131,6 +134,8 @@ type plan struct {
 	forwardKey bool
 	// keys is --encryption-key-file's keyring; nil: no encryption.
 	keys *idem.Keyring
+	// quota is --scope-quota-inflight and --scope-quota-rate.
+	quota idemhttp.ScopeQuota
 }
 
 func (o *proxyOpts) plan() (*plan, error) {
@@ -196,6 +201,15 @@ func (o *proxyOpts) plan() (*plan, error) {
 		p.writeTimeout = -1
 	}
 	p.maxResponse = o.maxResponse
+	if o.quotaInFlight < 0 {
+		return nil, fmt.Errorf("--scope-quota-inflight must not be negative (0: no limit), got %d", o.quotaInFlight)
+	}
+	p.quota.InFlight = o.quotaInFlight
+	if o.quotaRate != "" {
+		if p.quota.Rate, p.quota.Per, err = idemhttp.ParseRate(o.quotaRate); err != nil {
+			return nil, fmt.Errorf("--scope-quota-rate: %w", err)
+		}
+	}
 	if o.keyFile != "" {
 		if p.keys, err = idem.LoadKeyring(o.keyFile); err != nil {
 			return nil, fmt.Errorf("--encryption-key-file: %w", err)
