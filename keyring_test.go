@@ -252,3 +252,18 @@ func TestLoadKeyring(t *testing.T) {
 		t.Fatalf("LoadKeyring(missing) = %v", err)
 	}
 }
+
+func BenchmarkKeyringSealOpen(b *testing.B) {
+	k, err := idem.NewKeyring(idem.EncryptionKey{ID: "2026-12", Secret: bytes.Repeat([]byte{1}, 32)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	val := bytes.Repeat([]byte("x"), 512)
+	b.ReportAllocs()
+	for b.Loop() {
+		s, _ := k.SealResult("scope", "order-1", val)
+		if _, err := k.OpenResult("scope", "order-1", s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
