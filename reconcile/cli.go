@@ -33,7 +33,7 @@ const (
 // [ExitUsage] rather than [ExitFailure].
 var ErrUsage = errors.New("unusable store DSN")
 
-const synopsis = "idem reconcile [--store DSN] (--provider-csv FILE [--provider-format csv|stripe-balance|adyen-settlement] | --provider-url TEMPLATE) [--settlement-window DUR] [--json] [--report FILE.html|FILE.csv]"
+const synopsis = "idem reconcile [--store DSN] (--provider-csv FILE [--provider-format csv|stripe-balance|adyen-settlement] | --provider-url TEMPLATE) [--settlement-window DUR] [--json] [--report FILE.html|FILE.csv] [--encryption-key-file FILE]"
 
 const about = `Compare the store's records with the provider's view, by forwarded key:
   provider applied, local none/unknown  → recorded (under_counted)

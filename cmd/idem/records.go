@@ -115,7 +115,7 @@ func openExisting(ctx context.Context, f *flags, dsn string) (idem.Store, int, b
 }
 
 func cmdGet(ctx context.Context, e *env, args []string) int {
-	f := e.newFlags("get", "idem get [--store DSN] [--scope S] KEY [--json] [--body-out FILE]",
+	f := e.newFlags("get", "idem get [--store DSN] [--scope S] KEY [--json] [--body-out FILE] [--encryption-key-file FILE]",
 		"Show the record for KEY in scope S (empty: the global scope): its state, the\n"+
 			"intent written with the claim, and the response a retry replays (status,\n"+
 			"headers, and the body when it is text). KEY may be given as the\n"+
@@ -169,7 +169,7 @@ func cmdGet(ctx context.Context, e *env, args []string) int {
 }
 
 func cmdList(ctx context.Context, e *env, args []string) int {
-	f := e.newFlags("list", "idem list [--store DSN] [--state STATE] [--older-than DUR] [--scope S] [--limit N] [--spool DIR] [--json]",
+	f := e.newFlags("list", "idem list [--store DSN] [--state STATE] [--older-than DUR] [--scope S] [--limit N] [--spool DIR] [--json] [--encryption-key-file FILE]",
 		"List records, oldest first, as a table (or JSON lines with --json), and the\n"+
 			"outcomes waiting in the proxy's spool for the store to take them.",
 		"idem list --store sqlite://idem.db --state unknown --older-than 1h")
@@ -320,7 +320,7 @@ func exitFailureIf(err error) int {
 
 func cmdResolve(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("resolve",
-		"idem resolve [--store DSN] [--scope S] KEY --as succeeded|failed|released --reason TEXT [--status N] [--body FILE] [--content-type T] [--actor NAME] [--force] [--if-fence N] [--ttl DUR]",
+		"idem resolve [--store DSN] [--scope S] KEY --as succeeded|failed|released --reason TEXT [--status N] [--body FILE] [--content-type T] [--actor NAME] [--force] [--if-fence N] [--ttl DUR] [--encryption-key-file FILE]",
 		"Decide an unknown record: succeeded or failed (what retries replay: for a\n"+
 			"record made over HTTP, a response from --status and --body; for one made by\n"+
 			"an application through the engine, its value from --body, or the failure\n"+
