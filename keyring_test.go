@@ -8,7 +8,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -266,4 +268,30 @@ func BenchmarkKeyringSealOpen(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestKeyringConcurrentUse: one keyring seals and opens from many
+// goroutines at once (run with -race).
+func TestKeyringConcurrentUse(t *testing.T) {
+	k := mustKeyring(t, testKey(t, "a"), testKey(t, "b"))
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				v := []byte("value " + strconv.Itoa(g) + "/" + strconv.Itoa(i))
+				s, err := k.SealResult("s", "k", v)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if got, err := k.OpenResult("s", "k", s); err != nil || !bytes.Equal(got, v) {
+					t.Errorf("open = %q, %v", got, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
