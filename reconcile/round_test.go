@@ -118,8 +118,16 @@ func httpRound(t *testing.T, ring *idem.Keyring, keyFile string) {
 	}
 
 	file := filepath.Join(t.TempDir(), "balance.csv")
-	if err := os.WriteFile(file, []byte("id,Type,Source,Amount,Fee,Net,Currency,Created (UTC),Description,idempotency_key (metadata)\n"+
-		"txn_1R9x,charge,ch_1R9xAbCdEf,12.50,0.61,11.89,eur,"+clock.Now().Add(-90*time.Second).UTC().Format(time.DateTime)+",Order 42,o-42\n"), 0o600); err != nil {
+	csv := "id,Type,Source,Amount,Fee,Net,Currency,Created (UTC),Description,idempotency_key (metadata)\n" +
+		"txn_1R9x,charge,ch_1R9xAbCdEf,12.50,0.61,11.89,eur," + clock.Now().Add(-90*time.Second).UTC().Format(time.DateTime) + ",Order 42,o-42\n"
+	underCounted := `"under_counted": 1`
+	if ring != nil {
+		// And a charge with no local record: reconciliation records it,
+		// sealed like every record.
+		csv += "txn_2R9x,charge,ch_2R9xAbCdEf,3.00,0.10,2.90,eur," + clock.Now().Add(-80*time.Second).UTC().Format(time.DateTime) + ",Order 99,o-99\n"
+		underCounted = `"under_counted": 2`
+	}
+	if err := os.WriteFile(file, []byte(csv), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
@@ -137,8 +145,17 @@ func httpRound(t *testing.T, ring *idem.Keyring, keyFile string) {
 		args = append(args, "--encryption-key-file", keyFile)
 	}
 	code := reconcile.RunReconcileCommand(ctx, args, &out, &errb, openStore)
-	if code != reconcile.ExitClean || !strings.Contains(out.String(), `"under_counted": 1`) || !strings.Contains(out.String(), `"not_applied": 1`) {
+	if code != reconcile.ExitClean || !strings.Contains(out.String(), underCounted) || !strings.Contains(out.String(), `"not_applied": 1`) {
 		t.Fatalf("reconcile: exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	if ring != nil {
+		orphan, err := st.Get(ctx, "", "o-99")
+		if err != nil || !idem.Sealed(orphan.Result) || !idem.Sealed(orphan.Intent) {
+			t.Fatalf("the recorded orphan = %+v, %v; want its result and intent sealed", orphan, err)
+		}
+		if err := ring.OpenRecord(orphan); err != nil || !strings.Contains(string(orphan.Result), "ch_2R9xAbCdEf") {
+			t.Fatalf("the orphan opens to %q, %v", orphan.Result, err)
+		}
 	}
 
 	rw := post(shop, "o-42", `{"amount":1250,"currency":"eur"}`)
