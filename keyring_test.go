@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/memstore"
@@ -294,4 +295,55 @@ func TestKeyringConcurrentUse(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestWaiterGetsUnreadableOutcomeAtOnce: a duplicate waiting for an
+// attempt of another engine, whose outcome is sealed with a key the
+// waiter's keyring lacks, gets ErrUnknownKey when the outcome lands, not
+// a wait until its bound and no run of its own.
+func TestWaiterGetsUnreadableOutcomeAtOnce(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	ea := newEngine(t, st, idem.Config{Encryption: mustKeyring(t, testKey(t, "a"))})
+	// B's store says when B's waiter subscribed to the key.
+	subscribed := make(chan struct{}, 1)
+	eb := newEngine(t, &subscribeStore{Store: st, subscribed: subscribed},
+		idem.Config{Encryption: mustKeyring(t, testKey(t, "b")), InFlight: idem.InFlightWait, Wait: 5 * time.Second})
+	req := idem.Request{Key: "k", Fingerprint: idem.NewFingerprint([]byte("b"))}
+	started, finish := make(chan struct{}), make(chan struct{})
+	go func() {
+		_, _ = ea.DoBytes(ctx, req, func(context.Context, *idem.Attempt) ([]byte, error) {
+			close(started)
+			<-finish
+			return []byte("v"), nil
+		})
+	}()
+	<-started
+	errc := make(chan error, 1)
+	go func() {
+		_, err := eb.DoBytes(ctx, req, func(context.Context, *idem.Attempt) ([]byte, error) {
+			t.Error("the waiter ran the effect")
+			return nil, nil
+		})
+		errc <- err
+	}()
+	<-subscribed // B waits
+	close(finish)
+	if err := <-errc; !errors.Is(err, idem.ErrUnknownKey) {
+		t.Fatalf("waiter = %v; want ErrUnknownKey", err)
+	}
+}
+
+type subscribeStore struct {
+	*memstore.Store
+	subscribed chan struct{}
+}
+
+func (s *subscribeStore) Subscribe(ctx context.Context, scope, key string) (<-chan struct{}, func(), error) {
+	ch, cancel, err := s.Store.Subscribe(ctx, scope, key)
+	select {
+	case s.subscribed <- struct{}{}:
+	default:
+	}
+	return ch, cancel, err
 }
