@@ -95,6 +95,14 @@ type Config struct {
 	// unbounded journal per key. Negative: no bound. Defaults to 16 KiB
 	// ([DefaultMaxIntent]).
 	MaxIntent int
+	// Encryption, when set, encrypts recorded results and intent journals
+	// at rest with AES-256-GCM under the keyring's current key, and
+	// decrypts them with any key it holds (see [Keyring]). A record sealed
+	// with a key the keyring does not hold is never served, treated as
+	// absent or run again: the call fails with an error matching
+	// [ErrUnknownKey]. Records written before encryption was turned on
+	// stay readable. Defaults to none: values are stored as they are.
+	Encryption *Keyring
 	// Observer receives events for metrics and traces. Defaults to none.
 	Observer Observer
 	// Logger receives structured logs; keys are logged as hashes. Defaults

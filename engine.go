@@ -260,6 +260,9 @@ func (e *Engine) do(ctx context.Context, req *Request, h Handler) (Result, Outco
 	if o, ok := e.cfg.Spool.lookup(req.Scope, string(req.Key)); ok && !o.Release {
 		// Known here, not yet in the store: answer from the spool.
 		rec := o.record()
+		if err := e.openRecord(&rec); err != nil {
+			return Result{}, OutcomeError, err
+		}
 		return e.replay(req, &rec)
 	}
 	// A duplicate of a key this engine holds was sent to doHeld by DoBytes.
@@ -280,6 +283,13 @@ func (e *Engine) claimLoop(ctx context.Context, req *Request, pol Policy, h Hand
 		intent = encodeIntent(req.Intent)
 		if bound := e.cfg.MaxIntent; bound > 0 && len(intent) > bound {
 			return Result{}, OutcomeError, &IntentTooLargeError{Size: len(intent), Max: bound}
+		}
+		if e.cfg.Encryption != nil {
+			// Sealed once: every claim of this call writes the same bytes.
+			var err error
+			if intent, err = e.cfg.Encryption.SealIntent(req.Scope, string(req.Key), intent); err != nil {
+				return Result{}, OutcomeError, err
+			}
 		}
 	}
 	attemptID := newAttemptID()
@@ -516,13 +526,19 @@ func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, 
 	switch {
 	case herr == nil:
 		now := e.nowAt(wall)
-		frec, ferr := e.finishAt(fctx, rec, StateSucceeded, val, now)
+		sval, serr := e.sealResult(&rec, val)
+		if serr != nil {
+			return e.finishFailed(serr)
+		}
+		frec, ferr := e.finishAt(fctx, rec, StateSucceeded, sval, now)
 		if ferr != nil {
-			if frec, ok := e.spoolAfter(ferr, rec, StateSucceeded, val, now, false); ok {
+			if frec, ok := e.spoolAfter(ferr, rec, StateSucceeded, sval, now, false); ok {
+				e.plainFinished(frec, &rec, val)
 				return Result{Value: val, State: StateSucceeded, Record: *frec}, OutcomeFirst, nil
 			}
 			return e.finishFailed(ferr)
 		}
+		e.plainFinished(frec, &rec, val)
 		if e.cacheOnFinish {
 			e.cache.putOwned(rec.Scope, rec.Key, frec, wall) // frec is ours: the store returned it
 		}
@@ -543,13 +559,19 @@ func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, 
 	default:
 		msg := herr.Error()
 		now := e.nowAt(wall)
-		frec, ferr := e.finishAt(fctx, rec, StateFailed, []byte(msg), now)
+		sval, serr := e.sealResult(&rec, []byte(msg))
+		if serr != nil {
+			return e.finishFailed(serr)
+		}
+		frec, ferr := e.finishAt(fctx, rec, StateFailed, sval, now)
 		if ferr != nil {
-			if frec, ok := e.spoolAfter(ferr, rec, StateFailed, []byte(msg), now, false); ok {
+			if frec, ok := e.spoolAfter(ferr, rec, StateFailed, sval, now, false); ok {
+				e.plainFinished(frec, &rec, []byte(msg))
 				return Result{Value: []byte(msg), State: StateFailed, Record: *frec}, OutcomeFailed, &FailureError{Message: msg, Err: herr}
 			}
 			return e.finishFailed(ferr)
 		}
+		e.plainFinished(frec, &rec, []byte(msg))
 		return Result{Value: []byte(msg), State: StateFailed, Record: *frec}, OutcomeFailed, &FailureError{Message: msg, Err: herr}
 	}
 }

@@ -119,6 +119,9 @@ func (e *Engine) claim(ctx context.Context, p ClaimParams) (ClaimResult, error) 
 		// is why it failed, whatever error the driver made of it.
 		return cr, ctx.Err()
 	}
+	if err == nil {
+		err = e.openRecord(&cr.Record)
+	}
 	return cr, err
 }
 
@@ -133,6 +136,11 @@ func (e *Engine) finishAt(ctx context.Context, rec Record, st State, val []byte,
 	if st.Terminal() {
 		// Retention counts from the moment the outcome is recorded.
 		p.ExpiresAt = now.Add(e.cfg.TTL)
+	}
+	if e.cfg.Encryption != nil {
+		// val is sealed already (see run). The claim as held here has its
+		// intent opened, so it is no hint of what the store holds.
+		p.Claim = Record{}
 	}
 	var out *Record
 	err := e.retryFinishing(ctx, "finish", func() (err error) {
@@ -150,6 +158,9 @@ func (e *Engine) markUnknown(ctx context.Context, rec Record, now time.Time) (*R
 		return err
 	})
 	if err == nil {
+		err = e.openRecord(out)
+	}
+	if err == nil {
 		e.cfg.Logger.Warn("idem: lease expired; record marked unknown", "key_hash", hashForLog(rec.Scope, rec.Key), "fence", rec.Fence)
 		e.flights.poke(rec.Scope, rec.Key)
 	}
@@ -163,11 +174,21 @@ func (e *Engine) release(ctx context.Context, rec Record) error {
 }
 
 func (e *Engine) resolve(ctx context.Context, p ResolveParams) (*Record, error) {
+	if e.cfg.Encryption != nil && len(p.Result) > 0 {
+		// Sealed once, so that every retry writes the same bytes.
+		var err error
+		if p.Result, err = e.cfg.Encryption.SealResult(p.Scope, p.Key, p.Result); err != nil {
+			return nil, err
+		}
+	}
 	var out *Record
 	err := e.retry(ctx, "resolve", func() (err error) {
 		out, err = e.store.Resolve(ctx, p)
 		return err
 	})
+	if err == nil {
+		err = e.openRecord(out)
+	}
 	return out, err
 }
 
@@ -177,7 +198,39 @@ func (e *Engine) get(ctx context.Context, scope, key string) (*Record, error) {
 		out, err = e.store.Get(ctx, scope, key)
 		return err
 	})
+	if err == nil {
+		err = e.openRecord(out)
+	}
 	return out, err
+}
+
+// openRecord opens r's sealed values in place. r is the caller's (the
+// store returned it); its byte slices are replaced, not written to.
+// Without encryption a sealed value (a store shared with engines that
+// encrypt) is an ErrUnknownKey, never served as it is.
+func (e *Engine) openRecord(r *Record) error {
+	if r == nil || e.cfg.Encryption == nil && !Sealed(r.Result) && !Sealed(r.Intent) {
+		return nil
+	}
+	return e.cfg.Encryption.OpenRecord(r)
+}
+
+// sealResult seals an outcome's value for rec's record when encryption is
+// on, once, before the write is tried and retried or spooled.
+func (e *Engine) sealResult(rec *Record, val []byte) ([]byte, error) {
+	if e.cfg.Encryption == nil {
+		return val, nil
+	}
+	return e.cfg.Encryption.SealResult(rec.Scope, rec.Key, val)
+}
+
+// plainFinished puts the plaintext back into the record a sealed outcome
+// write returned: val is the outcome's value, claim the opened claim.
+func (e *Engine) plainFinished(frec *Record, claim *Record, val []byte) {
+	if e.cfg.Encryption == nil || frec == nil {
+		return
+	}
+	frec.Result, frec.Intent = val, claim.Intent
 }
 
 // LogHash is how idem names a (scope, key) in its logs: the first 8 bytes

@@ -57,6 +57,11 @@ const (
 	// EventClockOffset: the engine measured its offset to the store's
 	// clock (Duration: store minus engine; see [StoreClock]).
 	EventClockOffset
+	// EventScopeQuota: a request was refused by a per-scope quota before
+	// its effect ran (its claim released). Reported by adapters
+	// (idemhttp), not by the engine. Quota ("inflight" or "rate"),
+	// Operation, Scope, Key.
+	EventScopeQuota
 )
 
 // Event is what the engine reports to an [Observer]. Scope and Key are the
@@ -71,6 +76,8 @@ type Event struct {
 	Duration  time.Duration
 	Delta     int
 	Err       error
+	// Quota names the quota of an EventScopeQuota.
+	Quota string
 }
 
 // Observer receives engine events, so that metrics and tracing adapters

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -238,6 +239,9 @@ func (g *flightGroup) watch(ctx context.Context, scope, key string, f *flight) {
 		switch {
 		case isNotFound(err):
 			settle(nil, nil)
+			return
+		case errors.Is(err, ErrRecordUnreadable):
+			settle(nil, err) // no wait makes it readable
 			return
 		case err != nil:
 			next = backoff // store trouble: keep trying until waiters give up

@@ -73,6 +73,21 @@ func (m *Middleware) errorProblem(ctx context.Context, scope string, err error, 
 		// store's failure.
 		errors.Is(err, idem.ErrStoreUnavailable) && errors.Is(ctx.Err(), context.Canceled):
 		return m.cancelled(ctx, err, "the request's context ended before it was run or replayed; it was not run and may be retried with the same key")
+	case errors.Is(err, ErrScopeQuota):
+		return quotaProblem(err)
+	case errors.Is(err, idem.ErrRecordUnreadable):
+		// Encrypted under a key this engine's keyring does not hold, or
+		// altered: the record stands, and is neither served nor re-run.
+		m.cfg.Logger.Error("idemhttp: record cannot be decrypted", "err", err)
+		detail := "this key has a record, but it cannot be decrypted here; it will not be run again"
+		if errors.Is(err, idem.ErrUnknownKey) {
+			var oe *idem.OpenError
+			if errors.As(err, &oe) {
+				detail = "this key has a record encrypted with key id " + strconv.Quote(oe.KeyID) +
+					", which this server's keyring does not hold; it will not be run again"
+			}
+		}
+		return problem(TypeRecordUnreadable, http.StatusInternalServerError, "recorded response unreadable", detail)
 	case errors.Is(err, idem.ErrStoreUnavailable), errors.Is(err, idem.ErrClosed):
 		p := problem(TypeStoreUnavailable, http.StatusServiceUnavailable, "idempotency store unavailable",
 			"the request was not run: it cannot be protected against duplicates right now")

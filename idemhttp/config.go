@@ -90,6 +90,10 @@ type Config struct {
 	// another process (another replica, or this one before a restart)
 	// made.
 	DigestSecret []byte
+	// ScopeQuota bounds, per scope and in this process, the requests
+	// running their handler at once and the new keys started per minute;
+	// see [ScopeQuota]. Defaults to no bounds.
+	ScopeQuota ScopeQuota
 	// Logger receives errors that cannot be reported to the client (an
 	// outcome that could not be recorded after the response was sent).
 	// Defaults to the engine's logger.
@@ -134,6 +138,9 @@ func (c *Config) fill(engineLogger *slog.Logger) error {
 	}
 	if c.Route == nil {
 		c.Route = DefaultRoute
+	}
+	if err := c.ScopeQuota.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Logger == nil {
 		c.Logger = engineLogger

@@ -31,6 +31,7 @@ type Middleware struct {
 	digestSecret []byte
 	digestKeyID  string
 	macs         *sync.Pool // of *digestMAC
+	quota  *quotas // nil without Config.ScopeQuota
 }
 
 // New returns a middleware running intents through engine. It fails when
@@ -49,7 +50,8 @@ func New(engine *idem.Engine, cfg Config) (*Middleware, error) {
 	secret := digestSecret(cfg.DigestSecret)
 	return &Middleware{engine: engine, cfg: cfg, allow: allow, obs: engine.Config().Observer,
 		hasher:       idem.BodyHasher{MaxDigests: cfg.MaxDigests},
-		digestSecret: secret, digestKeyID: digestKeyID(secret), macs: newDigestMACs(secret)}, nil
+		digestSecret: secret, digestKeyID: digestKeyID(secret), macs: newDigestMACs(secret),
+		quota:        newQuotas(cfg.ScopeQuota, engine.Config().RetryAfter)}, nil
 }
 
 // Handler wraps next. It works with any router that takes net/http
@@ -386,6 +388,14 @@ func (c *call) clientGone(req *idem.Request, err error) {
 // effect runs the handler on the request, its body restored, under the
 // attempt's context.
 func (c *call) effect(ctx context.Context, a *idem.Attempt) ([]byte, error) {
+	if q := c.m.quota; q != nil {
+		if qe := q.acquire(a.Scope); qe != nil {
+			// Refused before the handler: the claim is released.
+			c.m.obs.Observe(ctx, idem.Event{Kind: idem.EventScopeQuota, Quota: qe.Quota, Operation: c.intent.Operation, Scope: a.Scope, Key: string(a.Key)})
+			return nil, idem.Release(qe)
+		}
+		defer q.done(a.Scope)
+	}
 	c.ran = true
 	c.ctl.attempt = a
 	c.rec.reset(c.w, c.m)

@@ -63,7 +63,9 @@ const (
 	// the outcome is unknown and retries get 409 (504).
 	TypeUpstreamTimeout = ProblemBase + "upstream-timeout"
 	// TypeRecordUnreadable: a record exists but its response cannot be
-	// decoded (500).
+	// decoded, or cannot be decrypted (encrypted at rest under a key id
+	// the engine's keyring does not hold, or altered); it is not run
+	// again (500).
 	TypeRecordUnreadable = ProblemBase + "record-unreadable"
 	// TypeBodyUnreadable: reading the request body failed (the client
 	// went away or sent a malformed chunked body); nothing was claimed
@@ -89,6 +91,11 @@ const (
 	// control character (see idem.ValidateScope); nothing was claimed
 	// (400).
 	TypeScopeInvalid = ProblemBase + "scope-invalid"
+	// TypeScopeQuota: the request's scope is over a [ScopeQuota] (requests
+	// running at once, or new keys per minute); it was not run and
+	// nothing was recorded: retry after the indicated delay (429, with
+	// Retry-After).
+	TypeScopeQuota = ProblemBase + "scope-quota"
 	// TypeInternal: the middleware failed in a way it did not expect (an
 	// unexpected engine error, or a handler panic with RecoverPanics
 	// before a response was written); it is logged (500).
@@ -159,6 +166,7 @@ var stripeErrors = map[string]stripeError{
 	TypeUpstreamTimeout:       {"api_error", "upstream_timeout", "false"},
 	TypeRecordUnreadable:      {"api_error", "record_unreadable", "false"},
 	TypeInternal:              {"api_error", "internal_error", ""},
+	TypeScopeQuota:            {"invalid_request_error", "rate_limit", "true"},
 	TypeUpgradeRefused:        {"invalid_request_error", "upgrade_refused", "false"},
 	TypeEncodingNotAcceptable: {"invalid_request_error", "encoding_not_acceptable", "false"},
 }

@@ -29,7 +29,7 @@ var problemStatus = map[string]int{
 	"store-unavailable": 503, "request-cancelled": 499, "response-too-large": 201,
 	"scope-missing": 401, "scope-invalid": 400, "upstream-unreachable": 502,
 	"upstream-timeout": 504, "record-unreadable": 500, "internal-error": 500,
-	"upgrade-refused": 400, "encoding-not-acceptable": 406,
+	"upgrade-refused": 400, "encoding-not-acceptable": 406, "scope-quota": 429,
 }
 
 // needNode returns the directory of the pinned Stripe Node client with its

@@ -8,6 +8,7 @@
 //	idem_wait_seconds                           time duplicates waited for an in-flight attempt
 //	idem_store_op_duration_seconds{op,result}   store operation latency (result: ok, error, or cancelled when the caller went away)
 //	idem_client_gone_total{operation}           clients that went away before their response reached them
+//	idem_scope_quota_rejected_total{quota}      requests refused by a per-scope quota (inflight, rate) before they ran
 //	idem_spooled_outcomes                       outcomes held in the engine's spool, waiting for the store
 //	idem_duplicate_ratio                        share of calls that found the key already used (replay, conflict, mismatch)
 //	idem_store_volatile                         1 when started on a store that can forget (AllowVolatileStore)
@@ -36,6 +37,7 @@ type Observer struct {
 	wait     prometheus.Histogram
 	storeOp  *prometheus.HistogramVec
 	gone     *prometheus.CounterVec
+	quota    *prometheus.CounterVec
 	spooled  prometheus.Gauge
 	health   storeHealth
 
@@ -69,6 +71,10 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 			Name: "idem_client_gone_total",
 			Help: "Clients that went away (disconnected or stopped reading) after their effect started, before its response reached them; the outcome is kept.",
 		}, []string{"operation"}),
+		quota: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idem_scope_quota_rejected_total",
+			Help: "Requests refused by a per-scope quota before they ran (quota: inflight, rate); nothing was recorded for them.",
+		}, []string{"quota"}),
 		spooled: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "idem_spooled_outcomes",
 			Help: "Outcomes held in the engine's local spool because the store could not take them; applied when it answers.",
@@ -79,7 +85,7 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 		Name: "idem_duplicate_ratio",
 		Help: "Share of engine calls (store errors excluded) that found their key already used: replay, conflict or mismatch.",
 	}, o.duplicateRatio)
-	for _, c := range append([]prometheus.Collector{o.requests, o.inFlight, o.wait, o.storeOp, o.gone, o.spooled, ratio}, o.health.collectors()...) {
+	for _, c := range append([]prometheus.Collector{o.requests, o.inFlight, o.wait, o.storeOp, o.gone, o.quota, o.spooled, ratio}, o.health.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -117,6 +123,8 @@ func (o *Observer) Observe(ctx context.Context, ev idem.Event) {
 		o.storeOp.WithLabelValues(ev.StoreOp, result).Observe(ev.Duration.Seconds())
 	case idem.EventClientGone:
 		o.gone.WithLabelValues(ev.Operation).Inc()
+	case idem.EventScopeQuota:
+		o.quota.WithLabelValues(ev.Quota).Inc()
 	}
 }
 

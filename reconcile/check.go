@@ -18,8 +18,14 @@ func forwardKey(rec idem.Record, in *idem.Intent) string {
 
 // check classifies one local record and writes what it concluded.
 func (r *Reconciler) check(ctx context.Context, ru *run, rec idem.Record) {
+	if err := r.eng.Config().Encryption.OpenRecord(&rec); err != nil {
+		ru.unreadable++
+		r.fail(ru, rec, "", err) // a record it cannot read stays as it is
+		return
+	}
 	in, err := idem.DecodeIntent(rec.Intent)
 	if err != nil {
+		ru.unreadable++
 		r.fail(ru, rec, "", fmt.Errorf("intent unreadable: %w", err))
 		return
 	}
@@ -39,7 +45,7 @@ func (r *Reconciler) check(ctx context.Context, ru *run, rec idem.Record) {
 		return
 	}
 	f := Finding{Scope: rec.Scope, Key: rec.Key, ForwardKey: fk, Age: ru.now.Sub(rec.CreatedAt), LocalCurrency: in.Currency}
-	rec, undecided, err := asUnknown(ctx, r.store, rec, ru.now)
+	rec, undecided, err := asUnknown(ctx, r.store, r.eng.Config().Encryption, rec, ru.now)
 	switch {
 	case err != nil && errors.Is(err, idem.ErrFenced):
 		f.Class, f.Detail = ClassPending, "record moved on"

@@ -33,7 +33,7 @@ const (
 // [ExitUsage] rather than [ExitFailure].
 var ErrUsage = errors.New("unusable store DSN")
 
-const synopsis = "idem reconcile [--store DSN] (--provider-csv FILE [--provider-format csv|stripe-balance|adyen-settlement] | --provider-url TEMPLATE) [--settlement-window DUR] [--json] [--report FILE.html|FILE.csv]"
+const synopsis = "idem reconcile [--store DSN] (--provider-csv FILE [--provider-format csv|stripe-balance|adyen-settlement] | --provider-url TEMPLATE) [--settlement-window DUR] [--json] [--report FILE.html|FILE.csv] [--encryption-key-file FILE]"
 
 const about = `Compare the store's records with the provider's view, by forwarded key:
   provider applied, local none/unknown  → recorded (under_counted)
@@ -72,6 +72,8 @@ type cliOptions struct {
 	report                                                 string
 	maps, exponents                                        listFlag
 	typeFilterSet                                          bool
+	keyFile                                                string
+	keys                                                   *idem.Keyring
 }
 
 // listFlag collects a repeatable flag's values.
@@ -95,6 +97,13 @@ func RunReconcileCommand(ctx context.Context, args []string, stdout, stderr io.W
 	}
 	if msg := o.check(fs); msg != "" {
 		return usageError(stderr, msg)
+	}
+	if o.keyFile != "" {
+		k, err := idem.LoadKeyring(o.keyFile)
+		if err != nil {
+			return usageError(stderr, "--encryption-key-file: "+err.Error())
+		}
+		o.keys = k
 	}
 	prov, err := o.provider()
 	if err != nil {
@@ -142,6 +151,7 @@ func newFlagSet(stderr io.Writer) (*flag.FlagSet, *cliOptions) {
 	fs.Var(&o.exponents, "currency-exponent", "with --provider-csv: `CUR=N` decimal digits of a currency where the provider differs from the CLDR table (repeatable)")
 	fs.StringVar(&o.refundKey, "refund-key", "", "with --provider-csv: `TEMPLATE` of a refund's key from its row's key, with {key} or {order} (default: <op>:vN:<order> → refund:vN:<order>)")
 	fs.StringVar(&o.report, "report", "", "also write a human report to `FILE` (.html, or .csv)")
+	fs.StringVar(&o.keyFile, "encryption-key-file", "", "`FILE` of the keys the records are encrypted with at rest (lines ID:BASE64, the first is current; see idem proxy --help)")
 	return fs, o
 }
 
@@ -271,7 +281,7 @@ func (o *cliOptions) provider() (Provider, error) {
 
 func (o *cliOptions) run(ctx context.Context, st idem.Store, prov Provider, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	eng, err := idem.New(st, idem.Config{TTL: o.ttl, Logger: log})
+	eng, err := idem.New(st, idem.Config{TTL: o.ttl, Logger: log, Encryption: o.keys})
 	if err != nil {
 		fmt.Fprintf(stderr, "idem reconcile: %v\n", err)
 		return ExitFailure

@@ -16,6 +16,12 @@ import (
 // providerPass looks for keys the provider applied that have no local
 // record (released, lost, or never claimed) and records them.
 func (r *Reconciler) providerPass(ctx context.Context, ru *run) error {
+	if ru.unreadable > 0 {
+		// An unreadable record may be the one a provider entry belongs
+		// to: recording that entry as an orphan would be a second record
+		// of one effect.
+		return fmt.Errorf("reconcile: provider entries not matched: %d local records could not be read (see errors)", ru.unreadable)
+	}
 	ru.rep.ProviderListed = true
 	since := ru.now.Add(-r.cfg.Lookback)
 	ru.rep.ProviderSince = since
@@ -54,6 +60,12 @@ func (r *Reconciler) orphan(ctx context.Context, ru *run, got Applied) {
 		return // another scope's business
 	}
 	rec, err := r.store.Get(ctx, scope, got.Key)
+	if err == nil {
+		if oerr := r.eng.Config().Encryption.OpenRecord(rec); oerr != nil {
+			r.fail(ru, *rec, got.Key, oerr)
+			return
+		}
+	}
 	switch {
 	case err == nil:
 		if in, _ := idem.DecodeIntent(rec.Intent); forwardKey(*rec, in) != got.Key {
@@ -90,6 +102,14 @@ func (r *Reconciler) record(ctx context.Context, scope string, got Applied, now 
 	if err != nil {
 		return nil, err
 	}
+	keys := r.eng.Config().Encryption
+	if intent, err = keys.SealIntent(scope, got.Key, intent); err != nil {
+		return nil, err
+	}
+	sval, err := keys.SealResult(scope, got.Key, val)
+	if err != nil {
+		return nil, err
+	}
 	attempt := "reconcile-" + randomID()
 	cr, err := r.store.Claim(ctx, idem.ClaimParams{Scope: scope, Key: got.Key, AttemptID: attempt,
 		Intent: intent, Now: now, LeaseUntil: now.Add(time.Minute)})
@@ -97,7 +117,7 @@ func (r *Reconciler) record(ctx context.Context, scope string, got Applied, now 
 		return nil, err
 	}
 	return r.store.Finish(ctx, idem.FinishParams{Scope: scope, Key: got.Key, Fence: cr.Record.Fence,
-		AttemptID: attempt, State: idem.StateSucceeded, Result: val, CompletedAt: now,
+		AttemptID: attempt, State: idem.StateSucceeded, Result: sval, CompletedAt: now,
 		ExpiresAt: now.Add(r.eng.Config().TTL)})
 }
 

@@ -42,6 +42,10 @@ type run struct {
 	now  time.Time
 	rep  *Report
 	seen map[string]string // forward key → "scope\x00key" of the local record
+	// unreadable counts local records whose intent could not be read
+	// (not decryptable, or not an intent): their forward keys are not in
+	// seen, so the provider pass cannot tell their entries from orphans.
+	unreadable int
 }
 
 // RunOnce reconciles every local record created before now, batch by batch,

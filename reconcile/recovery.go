@@ -101,6 +101,11 @@ func NewRecoverer(eng *idem.Engine, cfg RecovererConfig) (*Recoverer, error) {
 // Recover decides one record that is unknown (or in progress past its
 // lease) with its operation's hook. Other records are Undecided.
 func (r *Recoverer) Recover(ctx context.Context, rec idem.Record) (Decision, error) {
+	// A record read from the store has its values sealed when the engine
+	// encrypts at rest; an opened one is left as it is.
+	if err := r.eng.Config().Encryption.OpenRecord(&rec); err != nil {
+		return Undecided, fmt.Errorf("reconcile: %w", err)
+	}
 	in, err := idem.DecodeIntent(rec.Intent)
 	if err != nil {
 		return Undecided, fmt.Errorf("reconcile: intent unreadable: %w", err)
@@ -113,7 +118,7 @@ func (r *Recoverer) Recover(ctx context.Context, rec idem.Record) (Decision, err
 		return NoHook, nil
 	}
 	now := r.cfg.Clock().UTC().Truncate(time.Microsecond)
-	rec, undecided, err := asUnknown(ctx, r.eng.Store(), rec, now)
+	rec, undecided, err := asUnknown(ctx, r.eng.Store(), r.eng.Config().Encryption, rec, now)
 	if errors.Is(err, idem.ErrFenced) || (err == nil && !undecided) {
 		return Undecided, nil
 	}

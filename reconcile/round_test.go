@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -48,13 +49,35 @@ func post(h http.Handler, key, body string) *httptest.ResponseRecorder {
 // decision as HTTP responses — never record-unreadable.
 func TestHTTPRound(t *testing.T) {
 	t.Parallel()
+	httpRound(t, nil, "")
+}
+
+// TestHTTPRoundEncrypted: the same round with the records encrypted at
+// rest: idem reconcile, given the key file, reads the sealed intents and
+// seals the results it records; without it, it reads nothing and decides
+// nothing.
+func TestHTTPRoundEncrypted(t *testing.T) {
+	t.Parallel()
+	line := "rk1:" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32)) + "\n"
+	file := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(file, []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ring, err := idem.LoadKeyring(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpRound(t, ring, file)
+}
+
+func httpRound(t *testing.T, ring *idem.Keyring, keyFile string) {
 	ctx := context.Background()
 	st := memstore.New()
 	defer st.Close()
 	crash := &storetest.CrashStore{Store: st}
 	clock := storetest.NewClock()
 	clock.Advance(-time.Hour) // the crash was an hour ago; idem reconcile runs now
-	dying, err := idem.New(crash, idem.Config{Clock: clock.Now, Lease: time.Minute, FinishTimeout: 10 * time.Millisecond})
+	dying, err := idem.New(crash, idem.Config{Clock: clock.Now, Lease: time.Minute, FinishTimeout: 10 * time.Millisecond, Encryption: ring})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,10 +89,10 @@ func TestHTTPRound(t *testing.T) {
 	for _, key := range []string{"o-42", "o-43"} {
 		post(httpShop(t, dying, upstream), key, `{"amount":1250,"currency":"eur"}`)
 		crash = &storetest.CrashStore{Store: st} // the next process
-		dying, _ = idem.New(crash, idem.Config{Clock: clock.Now, Lease: time.Minute, FinishTimeout: 10 * time.Millisecond})
+		dying, _ = idem.New(crash, idem.Config{Clock: clock.Now, Lease: time.Minute, FinishTimeout: 10 * time.Millisecond, Encryption: ring})
 	}
 	clock.Advance(2 * time.Minute)
-	later, err := idem.New(st, idem.Config{Clock: clock.Now})
+	later, err := idem.New(st, idem.Config{Clock: clock.Now, Encryption: ring})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +104,12 @@ func TestHTTPRound(t *testing.T) {
 		}
 	}
 	rec, err := st.Get(ctx, "shop", "o-42")
+	if err == nil && idem.Sealed(rec.Intent) != (ring != nil) {
+		t.Fatalf("intent sealed: %v, want %v", idem.Sealed(rec.Intent), ring != nil)
+	}
+	if err == nil {
+		err = ring.OpenRecord(rec)
+	}
 	if err != nil || !idemhttp.MadeRecord(rec) {
 		t.Fatalf("record %+v, %v: want one made over HTTP", rec, err)
 	}
@@ -89,16 +118,44 @@ func TestHTTPRound(t *testing.T) {
 	}
 
 	file := filepath.Join(t.TempDir(), "balance.csv")
-	if err := os.WriteFile(file, []byte("id,Type,Source,Amount,Fee,Net,Currency,Created (UTC),Description,idempotency_key (metadata)\n"+
-		"txn_1R9x,charge,ch_1R9xAbCdEf,12.50,0.61,11.89,eur,"+clock.Now().Add(-90*time.Second).UTC().Format(time.DateTime)+",Order 42,o-42\n"), 0o600); err != nil {
+	csv := "id,Type,Source,Amount,Fee,Net,Currency,Created (UTC),Description,idempotency_key (metadata)\n" +
+		"txn_1R9x,charge,ch_1R9xAbCdEf,12.50,0.61,11.89,eur," + clock.Now().Add(-90*time.Second).UTC().Format(time.DateTime) + ",Order 42,o-42\n"
+	underCounted := `"under_counted": 1`
+	if ring != nil {
+		// And a charge with no local record: reconciliation records it,
+		// sealed like every record.
+		csv += "txn_2R9x,charge,ch_2R9xAbCdEf,3.00,0.10,2.90,eur," + clock.Now().Add(-80*time.Second).UTC().Format(time.DateTime) + ",Order 99,o-99\n"
+		underCounted = `"under_counted": 2`
+	}
+	if err := os.WriteFile(file, []byte(csv), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
-	code := reconcile.RunReconcileCommand(ctx, []string{"--store", "mem", "--provider-csv", file, "--provider-format", "stripe-balance",
-		"--settlement-window", "1s", "--lookback", "36500d", "--json"}, &out, &errb,
-		func(context.Context, string) (idem.Store, error) { return unclosed{st}, nil })
-	if code != reconcile.ExitClean || !strings.Contains(out.String(), `"under_counted": 1`) || !strings.Contains(out.String(), `"not_applied": 1`) {
+	args := []string{"--store", "mem", "--provider-csv", file, "--provider-format", "stripe-balance",
+		"--settlement-window", "1s", "--lookback", "36500d", "--json"}
+	openStore := func(context.Context, string) (idem.Store, error) { return unclosed{st}, nil }
+	if ring != nil {
+		// Without the key file nothing is readable, so nothing is decided.
+		code := reconcile.RunReconcileCommand(ctx, args, &out, &errb, openStore)
+		if code == reconcile.ExitClean || strings.Contains(out.String(), `"under_counted": 1`) || !strings.Contains(out.String()+errb.String(), "rk1") {
+			t.Fatalf("reconcile without the key file: exit %d\n%s\n%s", code, out.String(), errb.String())
+		}
+		out.Reset()
+		errb.Reset()
+		args = append(args, "--encryption-key-file", keyFile)
+	}
+	code := reconcile.RunReconcileCommand(ctx, args, &out, &errb, openStore)
+	if code != reconcile.ExitClean || !strings.Contains(out.String(), underCounted) || !strings.Contains(out.String(), `"not_applied": 1`) {
 		t.Fatalf("reconcile: exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	if ring != nil {
+		orphan, err := st.Get(ctx, "", "o-99")
+		if err != nil || !idem.Sealed(orphan.Result) || !idem.Sealed(orphan.Intent) {
+			t.Fatalf("the recorded orphan = %+v, %v; want its result and intent sealed", orphan, err)
+		}
+		if err := ring.OpenRecord(orphan); err != nil || !strings.Contains(string(orphan.Result), "ch_2R9xAbCdEf") {
+			t.Fatalf("the orphan opens to %q, %v", orphan.Result, err)
+		}
 	}
 
 	rw := post(shop, "o-42", `{"amount":1250,"currency":"eur"}`)
@@ -115,6 +172,12 @@ func TestHTTPRound(t *testing.T) {
 	for _, key := range []string{"o-42", "o-43"} {
 		rec, err := st.Get(ctx, "shop", key)
 		if err != nil {
+			t.Fatal(err)
+		}
+		if idem.Sealed(rec.Result) != (ring != nil) {
+			t.Errorf("%s: result sealed: %v, want %v", key, idem.Sealed(rec.Result), ring != nil)
+		}
+		if err := ring.OpenRecord(rec); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := idemhttp.DecodeResponse(rec.Result); err != nil {

@@ -26,7 +26,7 @@ type decision struct {
 // asUnknown turns an in_progress record whose lease has passed into an
 // unknown one, as every engine reader does, so that it can be resolved. A
 // live in_progress record is returned with ok false.
-func asUnknown(ctx context.Context, st idem.Store, rec idem.Record, now time.Time) (idem.Record, bool, error) {
+func asUnknown(ctx context.Context, st idem.Store, keys *idem.Keyring, rec idem.Record, now time.Time) (idem.Record, bool, error) {
 	if rec.State != idem.StateInProgress {
 		return rec, rec.State == idem.StateUnknown, nil
 	}
@@ -36,6 +36,9 @@ func asUnknown(ctx context.Context, st idem.Store, rec idem.Record, now time.Tim
 	out, err := st.Finish(ctx, idem.FinishParams{Scope: rec.Scope, Key: rec.Key, Fence: rec.Fence,
 		AttemptID: rec.AttemptID, State: idem.StateUnknown, CompletedAt: now})
 	if err != nil {
+		return rec, false, err
+	}
+	if err := keys.OpenRecord(out); err != nil {
 		return rec, false, err
 	}
 	return *out, true, nil

@@ -91,6 +91,7 @@ func runEngine(t *testing.T, h Harness) {
 		{"RedriveOnlyWhenDeclared", engineRedrive},
 		{"TypedDo", engineTypedDo},
 		{"RacingDecidersOneWins", engineRacingDeciders},
+		{"EncryptionAtRest", engineEncryption},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -72,6 +72,7 @@ func (f *flags) parse(args []string) (pos []string, code int, ok bool) {
 // dashDash rewrites the flag package's "-name" in its messages as the
 // "--name" this CLI documents.
 func dashDash(msg string) string {
+	msg = strings.Replace(msg, "for flag -", "for flag --", 1) // invalid value "x" for flag -name: …
 	return strings.Replace(msg, ": -", ": --", 1)
 }
 

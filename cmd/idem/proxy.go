@@ -39,7 +39,8 @@ const DefaultReleaseStatus = "429"
 
 type proxyOpts struct {
 	listen, upstream, store, admin, scopeHeader, inFlight string
-	spool                                                 string
+	spool, keyFile, quotaRate                             string
+	quotaInFlight                                         int
 	methods, releaseStatus                                string
 	requireKey, migrate                                   bool
 	allowVolatile                                         bool
@@ -60,7 +61,7 @@ type proxyOpts struct {
 
 func cmdProxy(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("proxy",
-		"idem proxy --upstream URL (--global-scope | --scope-header NAME | --scope-jwt --jwks FILE|URL [--scope-claim CLAIM[,CLAIM]] [--jwt-audience AUD]) [--digest-secret-file FILE] [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--in-flight reject|wait] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--forward-key=false] [--record-header NAME]... [--intent FIELD=POINTER]... [--upstream-timeout DUR] [--write-timeout DUR] [--finish-timeout DUR] [--spool DIR] [--migrate=false] [--allow-volatile-store] [--shutdown-timeout DUR]",
+		"idem proxy --upstream URL (--global-scope | --scope-header NAME | --scope-jwt --jwks FILE|URL [--scope-claim CLAIM[,CLAIM]] [--jwt-audience AUD]) [--digest-secret-file FILE] [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--in-flight reject|wait] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--forward-key=false] [--record-header NAME]... [--intent FIELD=POINTER]... [--upstream-timeout DUR] [--write-timeout DUR] [--finish-timeout DUR] [--spool DIR] [--encryption-key-file FILE] [--scope-quota-inflight N] [--scope-quota-rate N/min] [--migrate=false] [--allow-volatile-store] [--shutdown-timeout DUR]",
 		"Reverse proxy that makes an HTTP API's mutating requests idempotent with the\n"+
 			"Idempotency-Key header. GET, HEAD and OPTIONS pass through untouched.\n"+
 			"Responses are recorded and replayed with Idempotent-Replayed: true; see docs/http.md.\n"+
@@ -93,6 +94,9 @@ func cmdProxy(ctx context.Context, e *env, args []string) int {
 	f.StringVar(&o.methods, "methods", "POST,PATCH", "methods made idempotent, comma-separated (GET, HEAD and OPTIONS always pass through)")
 	o.finishTimeout = f.duration("finish-timeout", 10*time.Second, "how long a response's outcome write is retried (with backoff) while the store does not answer; past it the outcome goes to --spool")
 	f.StringVar(&o.spool, "spool", DefaultSpool, "directory keeping outcomes the store could not take (fsync'd; applied when it answers, also after a restart); empty: none, such outcomes become unknown")
+	f.StringVar(&o.keyFile, "encryption-key-file", "", keyFileUsage)
+	f.IntVar(&o.quotaInFlight, "scope-quota-inflight", 0, "at most `N` requests of one scope running at once in this process (0: no limit); more get 429 scope-quota, not run")
+	f.StringVar(&o.quotaRate, "scope-quota-rate", "", "at most `N/min` new keys per scope (also N/s, N/h), per process, as a token bucket with a burst of N; more get 429 scope-quota, not run; replays are never refused")
 	f.BoolVar(&o.migrate, "migrate", true, "apply the store's schema migrations at start-up")
 	f.BoolVar(&o.allowVolatile, "allow-volatile-store", false, "start on a store that can forget recorded responses (Redis evicting or without persistence, fsync off; see idem doctor): a retry after a lost record runs again")
 	o.shutdown = f.duration("shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight requests")
@@ -151,6 +155,10 @@ type plan struct {
 	scopeFn idemhttp.ScopeFunc
 	// digestSecret is read from --digest-secret-file by runProxy.
 	digestSecret []byte
+	// keys is --encryption-key-file's keyring; nil: no encryption.
+	keys *idem.Keyring
+	// quota is --scope-quota-inflight and --scope-quota-rate.
+	quota idemhttp.ScopeQuota
 }
 
 func (o *proxyOpts) plan() (*plan, error) {
@@ -216,6 +224,20 @@ func (o *proxyOpts) plan() (*plan, error) {
 		p.writeTimeout = -1
 	}
 	p.maxResponse = o.maxResponse
+	if o.quotaInFlight < 0 {
+		return nil, fmt.Errorf("--scope-quota-inflight must not be negative (0: no limit), got %d", o.quotaInFlight)
+	}
+	p.quota.InFlight = o.quotaInFlight
+	if o.quotaRate != "" {
+		if p.quota.Rate, p.quota.Per, err = idemhttp.ParseRate(o.quotaRate); err != nil {
+			return nil, fmt.Errorf("--scope-quota-rate: %w", err)
+		}
+	}
+	if o.keyFile != "" {
+		if p.keys, err = idem.LoadKeyring(o.keyFile); err != nil {
+			return nil, fmt.Errorf("--encryption-key-file: %w", err)
+		}
+	}
 	return &p, nil
 }
 
@@ -246,7 +268,7 @@ func runProxy(ctx context.Context, e *env, o proxyOpts, p *plan) error {
 	}
 	eng, err := idem.New(st, idem.Config{TTL: *o.ttl, Cover: o.cover, Lease: *o.lease, InFlight: p.inFlight,
 		Wait: *o.wait, Observer: obs, Logger: log, Spool: spool, FinishTimeout: *o.finishTimeout,
-		EffectTimeout: effectTimeout(p.upstreamTimeout), AllowVolatileStore: o.allowVolatile})
+		EffectTimeout: effectTimeout(p.upstreamTimeout), AllowVolatileStore: o.allowVolatile, Encryption: p.keys})
 	if err != nil {
 		return err
 	}
@@ -281,6 +303,9 @@ func runProxy(ctx context.Context, e *env, o proxyOpts, p *plan) error {
 	}
 	if p.scope.mode == scopeGlobal {
 		log.Warn("idem proxy: keys share one global scope (--global-scope): any caller can replay any other caller's response by reusing its key")
+	}
+	if p.keys != nil {
+		log.Info("idem proxy: recorded responses and intents are encrypted at rest", "key_id", p.keys.CurrentID(), "keys", len(p.keys.IDs()))
 	}
 	log.Info("idem proxy listening", append([]any{"addr", ln.Addr().String(), "upstream", p.upstream.String(),
 		"store", redacted(o.store), "methods", strings.Join(p.methods, ",")}, p.scope.describe()...)...)

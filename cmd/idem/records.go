@@ -114,7 +114,7 @@ func openExisting(ctx context.Context, f *flags, dsn string) (idem.Store, int, b
 }
 
 func cmdGet(ctx context.Context, e *env, args []string) int {
-	f := e.newFlags("get", "idem get [--store DSN] [--scope S] KEY [--json] [--body-out FILE]",
+	f := e.newFlags("get", "idem get [--store DSN] [--scope S] KEY [--json] [--body-out FILE] [--encryption-key-file FILE]",
 		"Show the record for KEY in scope S (empty: the global scope): its state, the\n"+
 			"intent written with the claim, and the response a retry replays (status,\n"+
 			"headers, and the body when it is text). KEY may be given as the\n"+
@@ -124,6 +124,7 @@ func cmdGet(ctx context.Context, e *env, args []string) int {
 	scope := f.String("scope", "", "the key's scope: the principal as the proxy's --scope-header or --scope-jwt gives it (empty with --global-scope)")
 	asJSON := f.Bool("json", false, "print the record as JSON, with the intent and the response decoded")
 	bodyOut := f.String("body-out", "", "write the recorded response's body (or the result) to this file")
+	keyFile := f.keyFile()
 	pos, code, ok := f.parse(args)
 	if !ok {
 		return code
@@ -135,6 +136,10 @@ func cmdGet(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return f.usageError("%v", err)
 	}
+	keys, code, ok := f.loadKeys(*keyFile)
+	if !ok {
+		return code
+	}
 	st, code, ok := openExisting(ctx, f, *dsn)
 	if !ok {
 		return code
@@ -145,6 +150,9 @@ func cmdGet(ctx context.Context, e *env, args []string) int {
 		return f.fail(fmt.Errorf("no record for key %q in scope %q", key, *scope))
 	}
 	if err != nil {
+		return f.fail(err)
+	}
+	if err := keys.OpenRecord(rec); err != nil {
 		return f.fail(err)
 	}
 	if *bodyOut != "" {
@@ -160,7 +168,7 @@ func cmdGet(ctx context.Context, e *env, args []string) int {
 }
 
 func cmdList(ctx context.Context, e *env, args []string) int {
-	f := e.newFlags("list", "idem list [--store DSN] [--state STATE] [--older-than DUR] [--scope S] [--limit N] [--spool DIR] [--json]",
+	f := e.newFlags("list", "idem list [--store DSN] [--state STATE] [--older-than DUR] [--scope S] [--limit N] [--spool DIR] [--json] [--encryption-key-file FILE]",
 		"List records, oldest first, as a table (or JSON lines with --json), and the\n"+
 			"outcomes waiting in the proxy's spool for the store to take them.",
 		"idem list --store sqlite://idem.db --state unknown --older-than 1h")
@@ -171,12 +179,17 @@ func cmdList(ctx context.Context, e *env, args []string) int {
 	limit := f.Int("limit", 1000, "at most this many records (0: all)")
 	asJSON := f.Bool("json", false, "print one JSON object per line")
 	spoolDir := f.String("spool", DefaultSpool, "the proxy's spool directory, whose waiting outcomes are listed too (empty: none)")
+	keyFile := f.keyFile()
 	pos, code, ok := f.parse(args)
 	if !ok {
 		return code
 	}
 	if len(pos) > 0 {
 		return f.usageError("unexpected argument %q", pos[0])
+	}
+	keys, code, ok := f.loadKeys(*keyFile)
+	if !ok {
+		return code
 	}
 	filter := idem.ListFilter{Scope: *scope, Limit: *limit}
 	if *state != "" {
@@ -210,6 +223,15 @@ func cmdList(ctx context.Context, e *env, args []string) int {
 	if *state != "" {
 		recs = byEffectiveState(recs, *state, now)
 	}
+	// A record encrypted with a key not in the key file is listed
+	// without its intent and response, and makes the exit status 1.
+	sealed := map[string]int{}
+	for i := range recs {
+		if err := keys.OpenRecord(&recs[i]); err != nil {
+			sealed[sealedID(&recs[i])]++
+			recs[i].Intent, recs[i].Result = nil, nil
+		}
+	}
 	var spooled []idem.SpooledOutcome
 	if *spoolDir != "" {
 		var bad []string
@@ -219,6 +241,28 @@ func cmdList(ctx context.Context, e *env, args []string) int {
 		if len(bad) > 0 {
 			fmt.Fprintf(e.stderr, "idem list: %d spool files in %s cannot be read: %s\n", len(bad), *spoolDir, strings.Join(bad, ", "))
 		}
+		for i := range spooled {
+			o := &spooled[i]
+			if res, err := keys.OpenResult(o.Scope, o.Key, o.Result); err == nil {
+				o.Result = res
+			} else {
+				sealed[keyIDOf(o.Result)]++
+				o.Result = nil
+			}
+		}
+	}
+	if len(sealed) > 0 {
+		defer func() {
+			for id, n := range sealed {
+				fmt.Fprintf(e.stderr, "idem list: %d records are encrypted with key id %q, which --encryption-key-file does not hold: listed without their intent and response\n", n, id)
+			}
+		}()
+	}
+	status := func(code int) int {
+		if code == exitOK && len(sealed) > 0 {
+			return exitFailure
+		}
+		return code
 	}
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
@@ -232,7 +276,7 @@ func cmdList(ctx context.Context, e *env, args []string) int {
 				return f.fail(err)
 			}
 		}
-		return exitOK
+		return status(exitOK)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tSCOPE\tSTATE\tFENCE\tMETHOD\tPATH\tAMOUNT\tSTATUS\tAGE\tCREATED")
@@ -243,7 +287,7 @@ func cmdList(ctx context.Context, e *env, args []string) int {
 			method, path, amount, httpStatus(r), now.Sub(r.CreatedAt).Truncate(time.Second), r.CreatedAt.Format(time.RFC3339))
 	}
 	if err := tw.Flush(); err != nil || len(spooled) == 0 {
-		return exitFailureIf(err)
+		return status(exitFailureIf(err))
 	}
 	fmt.Fprintf(e.stdout, "\n%d outcomes spooled in %s, applied to the store when it answers:\n", len(spooled), *spoolDir)
 	fmt.Fprintln(tw, "KEY\tSCOPE\tOUTCOME\tFENCE\tSTATUS\tSPOOLED")
@@ -253,7 +297,7 @@ func cmdList(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", o.Key, shortScope(o.Scope), spooledOutcome(o), o.Fence,
 			httpStatus(&r), o.SpooledAt.Format(time.RFC3339))
 	}
-	return exitFailureIf(tw.Flush())
+	return status(exitFailureIf(tw.Flush()))
 }
 
 // cliKey reads a KEY argument: the key itself, or the key as the
@@ -275,7 +319,7 @@ func exitFailureIf(err error) int {
 
 func cmdResolve(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("resolve",
-		"idem resolve [--store DSN] [--scope S] KEY --as succeeded|failed|released --reason TEXT [--status N] [--body FILE] [--content-type T] [--actor NAME] [--force] [--if-fence N] [--ttl DUR]",
+		"idem resolve [--store DSN] [--scope S] KEY --as succeeded|failed|released --reason TEXT [--status N] [--body FILE] [--content-type T] [--actor NAME] [--force] [--if-fence N] [--ttl DUR] [--encryption-key-file FILE]",
 		"Decide an unknown record: succeeded or failed (what retries replay: for a\n"+
 			"record made over HTTP, a response from --status and --body; for one made by\n"+
 			"an application through the engine, its value from --body, or the failure\n"+
@@ -294,6 +338,7 @@ func cmdResolve(ctx context.Context, e *env, args []string) int {
 	force := f.Bool("force", false, "change a record that is not unknown")
 	ttl := f.duration("ttl", 24*time.Hour, "how long a succeeded/failed resolution replays")
 	ifFence := f.Int64("if-fence", 0, "resolve only if the record's fence is still N (as idem get showed it): a decision made meanwhile wins")
+	keyFile := f.keyFile()
 	pos, code, ok := f.parse(args)
 	if !ok {
 		return code
@@ -331,11 +376,16 @@ func cmdResolve(ctx context.Context, e *env, args []string) int {
 		}
 		d.HasBody = true
 	}
+	keys, code, ok := f.loadKeys(*keyFile)
+	if !ok {
+		return code
+	}
 	st, code, ok := openExisting(ctx, f, *dsn)
 	if !ok {
 		return code
 	}
 	defer st.Close()
+	d.Keys = keys
 	rec, err := decide(ctx, st, slog.New(slog.NewTextHandler(e.stderr, nil)), d)
 	if err != nil {
 		return f.fail(err)

@@ -37,6 +37,9 @@ type operatorDecision struct {
 	IfFence int64
 	// TTL is how long a succeeded/failed resolution replays.
 	TTL time.Duration
+	// Keys decrypts the record and encrypts the decision when the store's
+	// records are encrypted at rest (--encryption-key-file); nil: none.
+	Keys *idem.Keyring
 }
 
 // decide applies d to the store: an in_progress record whose lease has
@@ -55,7 +58,7 @@ func decide(ctx context.Context, st idem.Store, log *slog.Logger, d operatorDeci
 	}
 	// An operator decides records on whatever store holds them; idem
 	// doctor, not resolve, judges whether the store can forget.
-	eng, err := idem.New(st, idem.Config{TTL: d.TTL, Logger: log, AllowVolatileStore: true})
+	eng, err := idem.New(st, idem.Config{TTL: d.TTL, Logger: log, AllowVolatileStore: true, Encryption: d.Keys})
 	if err != nil {
 		return nil, err
 	}
@@ -67,6 +70,9 @@ func decide(ctx context.Context, st idem.Store, log *slog.Logger, d operatorDeci
 		cur, err := st.Get(ctx, d.Scope, string(d.Key))
 		if errors.Is(err, idem.ErrNotFound) {
 			return nil, explained{fmt.Sprintf("no record for key %q in scope %q", d.Key, d.Scope), err}
+		}
+		if err == nil {
+			err = d.Keys.OpenRecord(cur)
 		}
 		if err != nil {
 			return nil, err

@@ -27,7 +27,7 @@ const DefaultUIListen = "127.0.0.1:8788"
 
 func cmdUI(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("ui",
-		"idem ui [--store DSN] --token-file FILE [--listen ADDR] [--operator NAME] [--metrics-url URL [--metrics-every DUR]] [--reconcile-report FILE] [--audit-log FILE] [--ttl DUR] [--allow-remote]",
+		"idem ui [--store DSN] --token-file FILE [--listen ADDR] [--operator NAME] [--metrics-url URL [--metrics-every DUR]] [--reconcile-report FILE] [--audit-log FILE] [--ttl DUR] [--encryption-key-file FILE] [--allow-remote]",
 		"Serve the operator dashboard: counts by state and outcomes over time, the\n"+
 			"unknown records oldest first, and a page per record with a form that\n"+
 			"decides it exactly as idem resolve does (fenced, logged with who and why,\n"+
@@ -47,6 +47,7 @@ func cmdUI(ctx context.Context, e *env, args []string) int {
 	auditLog := f.String("audit-log", DefaultUIAuditLog, "append every decision to this file (JSON lines, fsync'd) and show a record's past decisions on its page (empty: stderr only)")
 	ttl := f.duration("ttl", 24*time.Hour, "how long a succeeded/failed decision replays")
 	allowRemote := f.Bool("allow-remote", false, "listen on a non-loopback address and answer to any Host name")
+	keyFile := f.keyFile()
 	pos, code, ok := f.parse(args)
 	if !ok {
 		return code
@@ -75,6 +76,10 @@ func cmdUI(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return f.usageError("--token-file: %v", err)
 	}
+	keys, code, ok := f.loadKeys(*keyFile)
+	if !ok {
+		return code
+	}
 	st, code, ok := openExisting(ctx, f, *dsn)
 	if !ok {
 		return code
@@ -82,7 +87,7 @@ func cmdUI(ctx context.Context, e *env, args []string) int {
 	defer st.Close()
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
 	if err := serveUI(ctx, st, log, uiOptions{dsn: *dsn, listen: *listen, token: token, operator: *operator,
-		metricsURL: *metricsURL, metricsEvery: *metricsEvery, reconcileReport: *reconcileReport, auditLog: *auditLog, ttl: *ttl, allowRemote: *allowRemote}); err != nil {
+		metricsURL: *metricsURL, metricsEvery: *metricsEvery, reconcileReport: *reconcileReport, auditLog: *auditLog, ttl: *ttl, allowRemote: *allowRemote, keys: keys}); err != nil {
 		return f.fail(err)
 	}
 	return exitOK
@@ -93,6 +98,8 @@ type uiOptions struct {
 	token                                                        []byte
 	ttl, metricsEvery                                            time.Duration
 	allowRemote                                                  bool
+	// keys opens records encrypted at rest; nil: none.
+	keys *idem.Keyring
 }
 
 // readToken reads the login token: the file's content without surrounding
@@ -110,12 +117,16 @@ func readToken(path string) ([]byte, error) {
 }
 
 func serveUI(ctx context.Context, st idem.Store, log *slog.Logger, o uiOptions) error {
-	srv, err := ui.New(ui.Config{Store: st, Token: o.token, Operator: o.operator, MetricsURL: o.metricsURL, MetricsEvery: o.metricsEvery,
+	var shown idem.Store = st
+	if o.keys != nil {
+		shown = openingStore{Store: st, keys: o.keys}
+	}
+	srv, err := ui.New(ui.Config{Store: shown, Token: o.token, Operator: o.operator, MetricsURL: o.metricsURL, MetricsEvery: o.metricsEvery,
 		ReconcileReport: o.reconcileReport, AuditLog: o.auditLog, Logger: log, AllowRemote: o.allowRemote,
 		Decide: func(ctx context.Context, d ui.Decision) (*idem.Record, error) {
 			return decide(ctx, st, log, operatorDecision{Scope: d.Scope, Key: idem.Key(d.Key), As: d.As, Status: d.Status,
 				Body: d.Body, HasBody: d.HasBody, ContentType: d.ContentType, Reason: d.Reason, Actor: d.Operator,
-				IfFence: d.IfFence, TTL: o.ttl})
+				IfFence: d.IfFence, TTL: o.ttl, Keys: o.keys})
 		}})
 	if err != nil {
 		return err

@@ -41,6 +41,7 @@ func proxyHandler(eng *idem.Engine, o proxyOpts, p *plan, log *slog.Logger) (htt
 		ReleaseStatuses: p.release,
 		RecordHeaders:   o.recordHeaders,
 		Intent:          proxyIntent(o.intent),
+		ScopeQuota:      p.quota,
 		Logger:          log,
 	})
 	if err != nil {
