@@ -62,7 +62,7 @@ func TestFieldDigestsAreKeyedPerScope(t *testing.T) {
 				t.Fatal(err)
 			}
 			in := recordedIntent(t, e.store, "tenant:"+tenant, "k1")
-			if _, ok := in.Fields[idem.DigestsField]; ok {
+			if _, ok := in.Fields[unkeyedDigestsField]; ok {
 				t.Errorf("%s's record keeps unkeyed digests: %v", tenant, in.Fields)
 			}
 			id, enc, _ := strings.Cut(in.Fields[idem.KeyedDigestsField], ":")
@@ -104,7 +104,7 @@ func TestGlobalScopeNamesNoFields(t *testing.T) {
 	if _, ok := in.Fields[idem.KeyedDigestsField]; ok {
 		t.Errorf("the global scope keeps digests: %v", in.Fields)
 	}
-	if _, ok := in.Fields[idem.DigestsField]; ok {
+	if _, ok := in.Fields[unkeyedDigestsField]; ok {
 		t.Errorf("the global scope keeps unkeyed digests: %v", in.Fields)
 	}
 	var first string
@@ -178,3 +178,7 @@ func TestDigestSecretTooShort(t *testing.T) {
 		t.Fatalf("got %v, want an error naming Config.DigestSecret", err)
 	}
 }
+
+// unkeyedDigestsField is where unkeyed digests were once stored (the
+// deprecated idem.DigestsField).
+const unkeyedDigestsField = "idem.digests"

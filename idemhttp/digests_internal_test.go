@@ -53,9 +53,9 @@ func TestMismatchFieldsFromStoredDigests(t *testing.T) {
 	if got := other.mismatchFields("user-1", rec, in); got != nil {
 		t.Errorf("fields %v from digests keyed with another secret, want none", got)
 	}
-	// Unkeyed digests (idem.DigestsField, as idemmcp once wrote them)
+	// Unkeyed digests (as idemmcp once wrote them)
 	// are never compared by the middleware.
-	plain, _ := json.Marshal(idem.Intent{Operation: "POST", Fields: map[string]string{idem.DigestsField: string(*in.digests)}})
+	plain, _ := json.Marshal(idem.Intent{Operation: "POST", Fields: map[string]string{unkeyedDigestsField: string(*in.digests)}})
 	if got := m.mismatchFields("user-1", &idem.Record{Intent: plain}, in); got != nil {
 		t.Errorf("fields %v from unkeyed digests, want none", got)
 	}
@@ -152,3 +152,7 @@ func TestCallBodyActsAsBytesReader(t *testing.T) {
 		}
 	}
 }
+
+// unkeyedDigestsField is where idemgrpc and idemmcp once stored unkeyed
+// digests (the deprecated idem.DigestsField).
+const unkeyedDigestsField = "idem.digests"

@@ -62,7 +62,7 @@ func TestArgumentDigestsAreKeyedPerScope(t *testing.T) {
 	for _, tenant := range []string{"alice", "bob", "carol"} {
 		refundID(t, callAs(t, cs, tenant, "create_refund", refund("k1", 500)))
 		in := recordedIntent(t, f.store, "tenant:"+tenant, "k1")
-		if _, ok := in.Fields[idem.DigestsField]; ok {
+		if _, ok := in.Fields[unkeyedDigestsField]; ok {
 			t.Errorf("%s's record keeps unkeyed digests: %v", tenant, in.Fields)
 		}
 		id, enc, _ := strings.Cut(in.Fields[idem.KeyedDigestsField], ":")
@@ -101,7 +101,7 @@ func TestGlobalScopeNamesNoArguments(t *testing.T) {
 	if _, ok := in.Fields[idem.KeyedDigestsField]; ok {
 		t.Errorf("the global scope keeps digests: %v", in.Fields)
 	}
-	if _, ok := in.Fields[idem.DigestsField]; ok {
+	if _, ok := in.Fields[unkeyedDigestsField]; ok {
 		t.Errorf("the global scope keeps unkeyed digests: %v", in.Fields)
 	}
 	var first string
@@ -166,3 +166,7 @@ func TestDigestSecretTooShort(t *testing.T) {
 		t.Fatalf("got %v, want idem.ErrDigestSecretTooShort naming Config.DigestSecret", err)
 	}
 }
+
+// unkeyedDigestsField is where unkeyed digests were once stored (the
+// deprecated idem.DigestsField).
+const unkeyedDigestsField = "idem.digests"
