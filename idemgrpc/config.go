@@ -89,7 +89,7 @@ func (c *Config) fill(engineLogger *slog.Logger) error {
 		}
 	}
 	if n := len(c.DigestSecret); n > 0 && n < idem.MinDigestSecret {
-		errs = append(errs, fmt.Errorf("idemgrpc: Config.DigestSecret must be at least %d bytes, got %d", idem.MinDigestSecret, n))
+		errs = append(errs, fmt.Errorf("idemgrpc: Config.DigestSecret: %w: %d bytes, want at least %d", idem.ErrDigestSecretTooShort, n, idem.MinDigestSecret))
 	}
 	if c.Logger == nil {
 		c.Logger = engineLogger

@@ -2,6 +2,7 @@ package idemgrpc_test
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
@@ -174,8 +175,8 @@ func TestDigestSecretTooShort(t *testing.T) {
 	}
 	defer eng.Close()
 	_, err = idemgrpc.UnaryServerInterceptor(eng, idemgrpc.Config{Scope: idemgrpc.GlobalScope, DigestSecret: []byte("short")})
-	if err == nil || !strings.Contains(err.Error(), "DigestSecret") {
-		t.Fatalf("got %v, want an error naming Config.DigestSecret", err)
+	if !errors.Is(err, idem.ErrDigestSecretTooShort) || !strings.Contains(err.Error(), "Config.DigestSecret") {
+		t.Fatalf("got %v, want idem.ErrDigestSecretTooShort naming Config.DigestSecret", err)
 	}
 }
 
