@@ -68,10 +68,12 @@ const DefaultMaxDigests = 64
 // and all after it share the rest entry (19 bytes more).
 const maxDigestsLen = 4 << 10
 
-// DigestsField is the [Intent] field under which idemmcp and idemgrpc
-// store a request's [Digests], so that a later request with the key and
-// another body is told which members differ. (idemhttp stores them keyed
-// per scope, under its own field: see its docs.)
+// DigestsField is the [Intent] field under which unkeyed [Digests] were
+// stored. No integration writes or compares it any more: unkeyed digests
+// are an equality oracle across callers.
+//
+// Deprecated: store digests keyed per scope ([DigestKey.Key]) under
+// [KeyedDigestsField].
 const DigestsField = "idem.digests"
 
 // RestMembers is the name [Digests.Diff] gives the members past the bound
@@ -92,8 +94,9 @@ const restKey = "*"
 // A digest only has to tell two values apart for a mismatch report
 // ([Digests.Diff]); whether a retry matches is decided by the [Fingerprint],
 // SHA-256 over the whole request. Digests are unsalted: a low-entropy value
-// (an amount, a PIN) can be guessed from its digest, so keep them as private
-// as the body.
+// (an amount, a PIN) can be guessed from its digest, and equal values have
+// equal digests whoever sent them, so never store or compare them as they
+// are: key them per scope with a [DigestKey].
 type Digests string
 
 // BodyHasher computes a request's fingerprint and its member digests

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/idemkit/idem"
 	"google.golang.org/grpc/codes"
 )
 
@@ -40,6 +41,19 @@ type Config struct {
 	// refused. Defaults to none: a replay carries no metadata but the
 	// idempotent-replayed trailer.
 	RecordMetadata []string
+	// DigestSecret keys the per-field digests of the request message a
+	// record keeps, from which a KEY_MISMATCH names the fields that
+	// differ: each scope's digests are keyed with a key derived from it
+	// (HMAC-SHA256, see [idem.DigestKey]), so they cannot be compared
+	// across scopes, nor a guessed value tested against them without the
+	// secret. It must be at least [idem.MinDigestSecret] bytes; give every
+	// server that shares a store the same one (and the same as idemhttp's
+	// and idemmcp's, if they share it). In the global scope no digests are
+	// kept and a mismatch names no fields. Defaults to 32 random bytes
+	// drawn by [UnaryServerInterceptor]: a mismatch then names no fields
+	// for a record another process (another replica, or this one before a
+	// restart) made.
+	DigestSecret []byte
 	// Logger receives errors that cannot be reported to the client (an
 	// outcome that could not be recorded after the handler answered).
 	// Defaults to the engine's logger.
@@ -73,6 +87,9 @@ func (c *Config) fill(engineLogger *slog.Logger) error {
 		if n == "" || strings.HasPrefix(n, ":") || strings.HasPrefix(n, "grpc-") || n == ReplayedTrailer {
 			errs = append(errs, fmt.Errorf("idemgrpc: Config.RecordMetadata[%d]: %q cannot be recorded", i, name))
 		}
+	}
+	if n := len(c.DigestSecret); n > 0 && n < idem.MinDigestSecret {
+		errs = append(errs, fmt.Errorf("idemgrpc: Config.DigestSecret: %w: %d bytes, want at least %d", idem.ErrDigestSecretTooShort, n, idem.MinDigestSecret))
 	}
 	if c.Logger == nil {
 		c.Logger = engineLogger

@@ -37,7 +37,8 @@ const unknownFields = "(unknown)"
 // each over the field's deterministic encoding alone, in idem's one digest
 // encoding ([idem.DigestsOf]). They only have to tell fields apart for a
 // mismatch report; the fingerprint, SHA-256 over the whole request,
-// decides whether a retry matches.
+// decides whether a retry matches. They are stored and compared only
+// keyed for the call's scope ([idem.DigestKey]).
 func fieldDigests(msg proto.Message) idem.Digests {
 	m := msg.ProtoReflect()
 	values := map[string][]byte{}
@@ -58,19 +59,16 @@ func fieldDigests(msg proto.Message) idem.Digests {
 }
 
 // mismatchFields names the top-level fields that differ between the
-// request that first used the key (its digests, in rec's intent) and msg.
-// Only names are returned, never values.
-func mismatchFields(rec *idem.Record, msg proto.Message) []string {
-	if rec == nil {
+// request that first used the key (its digests, keyed for its scope, in
+// rec's intent) and msg. Only names are returned, never values; none in
+// the global scope, or for a record keyed with another secret.
+func (s *server) mismatchFields(scope string, rec *idem.Record, msg proto.Message) []string {
+	if rec == nil || scope == "" {
 		return nil
 	}
 	in, err := idem.DecodeIntent(rec.Intent)
 	if err != nil || in == nil {
 		return nil
 	}
-	stored, ok := in.Fields[idem.DigestsField]
-	if !ok {
-		return nil
-	}
-	return idem.Digests(stored).Diff(fieldDigests(msg))
+	return s.digests.Diff(in.Fields[idem.KeyedDigestsField], scope, fieldDigests(msg))
 }

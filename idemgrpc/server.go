@@ -3,6 +3,7 @@ package idemgrpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -26,6 +27,9 @@ type server struct {
 	engine *idem.Engine
 	cfg    Config
 	allow  map[string]bool // Config.RecordMetadata
+	// digests keys the per-field digests (Config.DigestSecret, or a
+	// random one).
+	digests *idem.DigestKey
 }
 
 // UnaryServerInterceptor returns an interceptor that makes the unary
@@ -44,7 +48,11 @@ func UnaryServerInterceptor(engine *idem.Engine, cfg Config) (grpc.UnaryServerIn
 	if err := cfg.fill(engine.Config().Logger); err != nil {
 		return nil, err
 	}
-	s := &server{engine: engine, cfg: cfg, allow: cfg.allowList()}
+	digests, err := idem.NewDigestKey(cfg.DigestSecret)
+	if err != nil {
+		return nil, fmt.Errorf("idemgrpc: Config.DigestSecret: %w", err)
+	}
+	s := &server{engine: engine, cfg: cfg, allow: cfg.allowList(), digests: digests}
 	return s.intercept, nil
 }
 
@@ -85,7 +93,7 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	if err != nil {
 		return nil, refusal(codes.Internal, ReasonRequestUnencodable, "the request cannot be encoded to fingerprint it", nil, 0)
 	}
-	c := &call{s: s, req: msg, handler: handler, method: info.FullMethod, op: ru.operation(info.FullMethod)}
+	c := &call{s: s, req: msg, handler: handler, method: info.FullMethod, op: ru.operation(info.FullMethod), scope: scope}
 	res, err := s.engine.DoBytes(ctx, idem.Request{Scope: scope, Key: key, Fingerprint: fp,
 		Operation: c.op, LazyIntent: c, Policy: ru.Policy}, c.effect)
 	if resp, herr, ran := c.result(); ran {
@@ -103,7 +111,7 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		// Not reachable: without a replay the handler ran.
 		return nil, status.Error(codes.Internal, "idemgrpc: internal error")
 	}
-	return nil, s.engineError(err, info.FullMethod, msg)
+	return nil, s.engineError(err, scope, info.FullMethod, msg)
 }
 
 // call is one protected call.
@@ -113,6 +121,7 @@ type call struct {
 	handler grpc.UnaryHandler
 	method  string
 	op      string
+	scope   string
 
 	mu   sync.Mutex
 	ran  bool // the handler returned: resp and herr are its answer
@@ -122,12 +131,13 @@ type call struct {
 
 // BuildIntent implements idem.IntentBuilder: the journal written with the
 // claim names the operation and the method, and holds the request's
-// per-field digests.
+// per-field digests keyed for its scope (none in the global scope).
 func (c *call) BuildIntent() *idem.Intent {
-	return &idem.Intent{Operation: c.op, Fields: map[string]string{
-		methodField:       c.method,
-		idem.DigestsField: string(fieldDigests(c.req)),
-	}}
+	f := map[string]string{methodField: c.method}
+	if c.scope != "" {
+		f[idem.KeyedDigestsField] = c.s.digests.Key(c.scope, fieldDigests(c.req))
+	}
+	return &idem.Intent{Operation: c.op, Fields: f}
 }
 
 // result returns the handler's answer once it returned. The lock keeps

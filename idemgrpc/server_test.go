@@ -127,9 +127,11 @@ func TestStreamingPassesThrough(t *testing.T) {
 	}
 }
 
+// In a principal's scope, a mismatch names the fields that differ (in the
+// global scope it names none: see digests_test.go).
 func TestMismatchNamesFields(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(t *testing.T) idem.Store) {
-		e := newEnv(t, open(t), &payments{}, setup{})
+		e := newEnv(t, open(t), &payments{}, setup{cfg: idemgrpc.Config{Scope: fixedScope("tenant-a")}})
 		if _, _, err := e.charge(t, "k1", chargeReq); err != nil {
 			t.Fatal(err)
 		}

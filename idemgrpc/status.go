@@ -105,7 +105,7 @@ func keyError(err error) error {
 
 // engineError maps an error of the engine, for a call whose handler did
 // not run here, to the status answered.
-func (s *server) engineError(err error, fullMethod string, req proto.Message) error {
+func (s *server) engineError(err error, scope, fullMethod string, req proto.Message) error {
 	var (
 		me *idem.MismatchError
 		fe *idem.InFlightError
@@ -116,7 +116,7 @@ func (s *server) engineError(err error, fullMethod string, req proto.Message) er
 	case errors.As(err, &me):
 		return refusal(codes.FailedPrecondition, ReasonKeyMismatch,
 			"this idempotency key was already used with a different request; use a new key for a new request",
-			mismatchMeta(me.Record, fullMethod, req), 0)
+			s.mismatchMeta(scope, me.Record, fullMethod, req), 0)
 	case errors.As(err, &fe):
 		return refusal(codes.Aborted, ReasonInFlight,
 			"a call with this idempotency key is being processed; retry after the indicated delay", nil, fe.RetryAfter)
@@ -140,10 +140,10 @@ func (s *server) engineError(err error, fullMethod string, req proto.Message) er
 }
 
 // mismatchMeta is the ErrorInfo metadata of a mismatch: the differing
-// fields' names and whether the method differs.
-func mismatchMeta(rec *idem.Record, fullMethod string, req proto.Message) map[string]string {
+// fields' names (none in the global scope) and whether the method differs.
+func (s *server) mismatchMeta(scope string, rec *idem.Record, fullMethod string, req proto.Message) map[string]string {
 	meta := map[string]string{}
-	if f := mismatchFields(rec, req); len(f) > 0 {
+	if f := s.mismatchFields(scope, rec, req); len(f) > 0 {
 		meta["fields"] = strings.Join(f, ",")
 	}
 	if rec != nil {

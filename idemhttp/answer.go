@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/idemkit/idem"
 )
@@ -131,12 +130,9 @@ func (m *Middleware) mismatchFields(scope string, rec *idem.Record, in *input) [
 	if err != nil || intent == nil {
 		return nil
 	}
-	id, stored, ok := strings.Cut(intent.Fields[keyedDigestsField], ":")
-	if !ok || id != m.digestKeyID {
-		return nil // the first body was not a JSON object, or was keyed with another secret
-	}
-	_, cur, _ := strings.Cut(m.keyDigests(scope, *in.digests), ":")
-	return idem.Digests(stored).Diff(idem.Digests(cur))
+	// Nil when the first body was not a JSON object (no stored digests) or
+	// was keyed with another secret.
+	return m.digests.Diff(intent.Fields[keyedDigestsField], scope, idem.Digests(*in.digests))
 }
 
 // replay writes a recorded response.

@@ -11,8 +11,11 @@ import (
 
 // testMiddleware is a Middleware with only what the digests need.
 func testMiddleware(secret string) *Middleware {
-	s := []byte(secret)
-	return &Middleware{digestSecret: s, digestKeyID: digestKeyID(s), macs: newDigestMACs(s)}
+	k, err := idem.NewDigestKey([]byte(secret))
+	if err != nil {
+		panic(err)
+	}
+	return &Middleware{digests: k}
 }
 
 // testInput is the input prepare makes of a JSON body.
@@ -50,9 +53,9 @@ func TestMismatchFieldsFromStoredDigests(t *testing.T) {
 	if got := other.mismatchFields("user-1", rec, in); got != nil {
 		t.Errorf("fields %v from digests keyed with another secret, want none", got)
 	}
-	// Unkeyed digests (idem.DigestsField, as idemmcp writes them) are
-	// never compared by the middleware.
-	plain, _ := json.Marshal(idem.Intent{Operation: "POST", Fields: map[string]string{idem.DigestsField: string(*in.digests)}})
+	// Unkeyed digests (as idemmcp once wrote them)
+	// are never compared by the middleware.
+	plain, _ := json.Marshal(idem.Intent{Operation: "POST", Fields: map[string]string{unkeyedDigestsField: string(*in.digests)}})
 	if got := m.mismatchFields("user-1", &idem.Record{Intent: plain}, in); got != nil {
 		t.Errorf("fields %v from unkeyed digests, want none", got)
 	}
@@ -82,8 +85,8 @@ func TestFieldDigestsDifferAcrossScopes(t *testing.T) {
 	for _, scope := range []string{"alice", "bob", "alice "} {
 		f := m.intentFields(scope, in)
 		id, enc, _ := strings.Cut(f[keyedDigestsField], ":")
-		if id != m.digestKeyID {
-			t.Fatalf("scope %q: digests keyed with %q, want %q", scope, id, m.digestKeyID)
+		if id != m.digests.ID() {
+			t.Fatalf("scope %q: digests keyed with %q, want %q", scope, id, m.digests.ID())
 		}
 		d := entries(enc)
 		if len(d) != len(plain) {
@@ -149,3 +152,7 @@ func TestCallBodyActsAsBytesReader(t *testing.T) {
 		}
 	}
 }
+
+// unkeyedDigestsField is where idemgrpc and idemmcp once stored unkeyed
+// digests (the deprecated idem.DigestsField).
+const unkeyedDigestsField = "idem.digests"

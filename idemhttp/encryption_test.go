@@ -43,10 +43,10 @@ func TestEncryptedResponsesAtRest(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 		_, _ = w.Write([]byte(`{"account":"` + secret + `"}`))
 	}
-	e := newEnv(t, open, idem.Config{Encryption: ringA}, idemhttp.Config{}, h)
+	e := newEnv(t, open, idem.Config{Encryption: ringA}, idemhttp.Config{Scope: tenantScope}, h)
 	body := `{"to":"` + secret + `","amount":5}`
 	wantStatus(t, e.do("POST", "/pay", "k1", body), http.StatusCreated)
-	rec, err := st.Get(context.Background(), "", "k1")
+	rec, err := st.Get(context.Background(), "tenant-1", "k1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,14 +71,14 @@ func TestEncryptedResponsesAtRest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e2 := newEnv(t, open, idem.Config{Encryption: ringBA, ReplayCache: idem.ReplayCacheConfig{MaxBytes: -1}}, idemhttp.Config{}, h)
+	e2 := newEnv(t, open, idem.Config{Encryption: ringBA, ReplayCache: idem.ReplayCacheConfig{MaxBytes: -1}}, idemhttp.Config{Scope: tenantScope}, h)
 	if r := e2.do("POST", "/pay", "k1", body); r.status != http.StatusCreated || !strings.Contains(r.body, secret) {
 		t.Fatalf("replay after rotation = %d %s", r.status, r.body)
 	}
 
 	// Key a gone: 500 record-unreadable, never a re-run.
 	ringB, _ := newKeyring(t, "b")
-	e3 := newEnv(t, open, idem.Config{Encryption: ringB, ReplayCache: idem.ReplayCacheConfig{MaxBytes: -1}}, idemhttp.Config{}, h)
+	e3 := newEnv(t, open, idem.Config{Encryption: ringB, ReplayCache: idem.ReplayCacheConfig{MaxBytes: -1}}, idemhttp.Config{Scope: tenantScope}, h)
 	for i := 0; i < 2; i++ {
 		r := e3.do("POST", "/pay", "k1", body)
 		p := wantProblem(t, r, http.StatusInternalServerError, idemhttp.TypeRecordUnreadable)

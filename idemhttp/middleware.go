@@ -26,12 +26,10 @@ type Middleware struct {
 	allow  map[string]bool
 	obs    idem.Observer // the engine's
 	hasher idem.BodyHasher
-	// digestSecret keys the per-field digests (Config.DigestSecret, or a
-	// random one); digestKeyID names it in records.
-	digestSecret []byte
-	digestKeyID  string
-	macs         *sync.Pool // of *digestMAC
-	quota  *quotas // nil without Config.ScopeQuota
+	// digests keys the per-field digests (Config.DigestSecret, or a
+	// random one).
+	digests *idem.DigestKey
+	quota   *quotas // nil without Config.ScopeQuota
 }
 
 // New returns a middleware running intents through engine. It fails when
@@ -47,11 +45,13 @@ func New(engine *idem.Engine, cfg Config) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	secret := digestSecret(cfg.DigestSecret)
+	digests, err := idem.NewDigestKey(cfg.DigestSecret)
+	if err != nil {
+		return nil, fmt.Errorf("idemhttp: Config.DigestSecret: %w", err)
+	}
 	return &Middleware{engine: engine, cfg: cfg, allow: allow, obs: engine.Config().Observer,
-		hasher:       idem.BodyHasher{MaxDigests: cfg.MaxDigests},
-		digestSecret: secret, digestKeyID: digestKeyID(secret), macs: newDigestMACs(secret),
-		quota:        newQuotas(cfg.ScopeQuota, engine.Config().RetryAfter)}, nil
+		hasher: idem.BodyHasher{MaxDigests: cfg.MaxDigests}, digests: digests,
+		quota: newQuotas(cfg.ScopeQuota, engine.Config().RetryAfter)}, nil
 }
 
 // Handler wraps next. It works with any router that takes net/http

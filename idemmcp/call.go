@@ -19,7 +19,8 @@ var errNotRecorded = errors.New("idemmcp: result not recorded")
 
 // intentToolField names the intent journal field that holds the tool, so
 // that a mismatch report can say the key was used for another tool; the
-// arguments' digests are in idem.DigestsField.
+// arguments' digests, keyed for the call's scope, are in
+// idem.KeyedDigestsField (absent in the global scope).
 const intentToolField = "mcp.tool"
 
 // call runs one call of a keyed tool through the engine.
@@ -45,13 +46,13 @@ func (g *Guard) call(ctx context.Context, next mcp.MethodHandler, method string,
 		Key:         in.key,
 		Fingerprint: fp,
 		Operation:   "mcp.tool:" + name,
-		Intent:      intentFor(name, in.digests),
+		Intent:      intentFor(name, g.digests.Key(scope, in.digests)),
 		Policy:      g.cfg.Policy,
 	}, func(ctx context.Context, a *idem.Attempt) ([]byte, error) {
 		st.attempt = a
 		return effect(ctx, next, method, fwd, st)
 	})
-	return g.outcome(out, err, st, name, in)
+	return g.outcome(out, err, st, scope, name, in)
 }
 
 // effect calls the tool and says what to record.
@@ -95,7 +96,7 @@ func effect(ctx context.Context, next mcp.MethodHandler, method string, req *mcp
 }
 
 // outcome turns the engine's answer into what the client receives.
-func (g *Guard) outcome(out idem.Result, err error, st *callState, name string, in *parsedCall) (mcp.Result, error) {
+func (g *Guard) outcome(out idem.Result, err error, st *callState, scope, name string, in *parsedCall) (mcp.Result, error) {
 	var (
 		nr  *notRecorded
 		fe  *idem.FailureError
@@ -112,7 +113,7 @@ func (g *Guard) outcome(out idem.Result, err error, st *callState, name string, 
 	case errors.As(err, &fe):
 		return recordedFailure(fe), nil
 	case errors.As(err, &me):
-		return mismatchError(in, name, me), nil
+		return mismatchError(in, name, g.digests.Diff(keyedDigests(me.Record), scope, in.digests), me), nil
 	case errors.As(err, &ife):
 		return inFlightError(in.key, ife), nil
 	case errors.Is(err, idem.ErrUnknownOutcome), errors.Is(err, idem.ErrFenced):
@@ -257,10 +258,25 @@ func withArguments(req *mcp.CallToolRequest, args json.RawMessage) *mcp.CallTool
 	return &r
 }
 
-func intentFor(name string, digests idem.Digests) *idem.Intent {
+// intentFor is the intent of a call to the tool name whose arguments'
+// digests, keyed for its scope, are keyed ("" in the global scope: none
+// are kept).
+func intentFor(name string, keyed string) *idem.Intent {
 	f := map[string]string{intentToolField: name}
-	if digests != "" {
-		f[idem.DigestsField] = string(digests)
+	if keyed != "" {
+		f[idem.KeyedDigestsField] = keyed
 	}
 	return &idem.Intent{Operation: name, Fields: f}
+}
+
+// keyedDigests returns the keyed digests rec's intent holds, or "".
+func keyedDigests(rec *idem.Record) string {
+	if rec == nil {
+		return ""
+	}
+	in, err := idem.DecodeIntent(rec.Intent)
+	if err != nil || in == nil {
+		return ""
+	}
+	return in.Fields[idem.KeyedDigestsField]
 }

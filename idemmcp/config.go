@@ -29,6 +29,18 @@ type Config struct {
 	// Policy overrides the engine's defaults for keyed tools (in-flight
 	// policy, lease, timeout). Defaults to the engine's configuration.
 	Policy idem.Policy
+	// DigestSecret keys the per-argument digests a record keeps, from
+	// which a mismatch names the arguments that differ: each scope's
+	// digests are keyed with a key derived from it (HMAC-SHA256, see
+	// [idem.DigestKey]), so they cannot be compared across scopes, nor a
+	// guessed value tested against them without the secret. It must be at
+	// least [idem.MinDigestSecret] bytes; give every server that shares a
+	// store the same one. In the global scope (a Scope that returns "")
+	// no digests are kept and a mismatch names no arguments. Defaults to 32
+	// random bytes drawn by [NewGuard]: a mismatch then names no arguments
+	// for a record another process (another replica, or this one before a
+	// restart) made.
+	DigestSecret []byte
 }
 
 // PrincipalScope scopes keys to the session's authenticated principal: the

@@ -47,14 +47,21 @@ var refundTool = mcp.Tool{Name: "create_refund", Description: "refund a charge",
 	Annotations: &mcp.ToolAnnotations{Title: "Refund", DestructiveHint: new(false)}}
 
 func newFixture(scope idemmcp.ScopeFunc, pol idem.Policy) (*fixture, error) {
-	f := &fixture{store: memstore.New(), holding: make(chan struct{}), entered: make(chan struct{}, 16)}
+	return newFixtureOn(memstore.New(), idemmcp.Config{Scope: scope, Policy: pol})
+}
+
+// newFixtureOn is a fixture over st whose guard has cfg (its engine
+// added).
+func newFixtureOn(st *memstore.Store, cfg idemmcp.Config) (*fixture, error) {
+	f := &fixture{store: st, holding: make(chan struct{}), entered: make(chan struct{}, 16)}
 	e, err := idem.New(f.store, idem.Config{})
 	if err != nil {
 		return nil, err
 	}
 	f.engine = e
 	f.server = mcp.NewServer(&mcp.Implementation{Name: "fixture", Version: "v1"}, nil)
-	g, err := idemmcp.NewGuard(f.server, idemmcp.Config{Engine: e, Scope: scope, Policy: pol})
+	cfg.Engine = e
+	g, err := idemmcp.NewGuard(f.server, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/idemkit/idem"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -28,6 +29,9 @@ type Guard struct {
 
 	mu    sync.RWMutex
 	keyed map[string]bool // tool names whose calls go through the engine
+	// digests keys the per-argument digests (Config.DigestSecret, or a
+	// random one).
+	digests *idem.DigestKey
 }
 
 // NewGuard returns a Guard over server and installs its receiving
@@ -42,7 +46,11 @@ func NewGuard(server *mcp.Server, cfg Config) (*Guard, error) {
 	if cfg.Scope == nil {
 		cfg.Scope = PrincipalScope
 	}
-	g := &Guard{server: server, cfg: cfg, keyed: make(map[string]bool)}
+	digests, err := idem.NewDigestKey(cfg.DigestSecret)
+	if err != nil {
+		return nil, fmt.Errorf("idemmcp: NewGuard: Config.DigestSecret: %w", err)
+	}
+	g := &Guard{server: server, cfg: cfg, keyed: make(map[string]bool), digests: digests}
 	server.AddReceivingMiddleware(g.middleware)
 	return g, nil
 }

@@ -33,12 +33,14 @@ func inFlightError(key idem.Key, e *idem.InFlightError) *mcp.CallToolResult {
 		KeyParam, key, e.RetryAfter, KeyParam))
 }
 
-func mismatchError(in *parsedCall, tool string, e *idem.MismatchError) *mcp.CallToolResult {
+// mismatchError answers a call whose key was used for another call: to
+// another tool, or with the arguments diff names (none in the global
+// scope, or when the record's digests cannot be compared).
+func mismatchError(in *parsedCall, tool string, diff []string, e *idem.MismatchError) *mcp.CallToolResult {
 	var prevTool string
-	var prev idem.Digests
 	if e.Record != nil {
 		if intent, err := idem.DecodeIntent(e.Record.Intent); err == nil && intent != nil {
-			prevTool, prev = intent.Fields[intentToolField], idem.Digests(intent.Fields[idem.DigestsField])
+			prevTool = intent.Fields[intentToolField]
 		}
 	}
 	var what string
@@ -46,7 +48,7 @@ func mismatchError(in *parsedCall, tool string, e *idem.MismatchError) *mcp.Call
 	case prevTool != "" && prevTool != tool:
 		what = fmt.Sprintf("for a call to the tool %q", prevTool)
 	case prevTool != "":
-		if diff := prev.Diff(in.digests); len(diff) > 0 {
+		if len(diff) > 0 {
 			what = fmt.Sprintf("with different arguments (arguments that differ: %s)", strings.Join(diff, ", "))
 		}
 	}
