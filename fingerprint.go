@@ -68,14 +68,6 @@ const DefaultMaxDigests = 64
 // and all after it share the rest entry (19 bytes more).
 const maxDigestsLen = 4 << 10
 
-// DigestsField is the [Intent] field under which unkeyed [Digests] were
-// stored. No integration writes or compares it any more: unkeyed digests
-// are an equality oracle across callers.
-//
-// Deprecated: store digests keyed per scope ([DigestKey.Key]) under
-// [KeyedDigestsField].
-const DigestsField = "idem.digests"
-
 // RestMembers is the name [Digests.Diff] gives the members past the bound
 // (see [BodyHasher]), which share one digest.
 const RestMembers = "…"
