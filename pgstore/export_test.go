@@ -82,3 +82,10 @@ func FinishKnown(ctx context.Context, st idem.Store, p idem.FinishParams) (*idem
 	}
 	panic("FinishKnown: not a pgstore store")
 }
+
+// ListSQL is the statement and arguments List runs for f.
+func (s *Store) ListSQL(f idem.ListFilter) (string, []any) { return listQuery(s.sql.list, f) }
+
+// SweepSQL is the bounded sweep statement; its parameters are the time
+// expiry is judged at and the batch size.
+func (s *Store) SweepSQL() string { return s.sql.sweep }

@@ -41,7 +41,7 @@ func openSQLiteTarget(ctx context.Context, d storeopen.DSN, name string) (*targe
 		_ = remove(ctx)
 		return nil, err
 	}
-	return &target{idemDSN: idemDSN, raw: raw, cleanup: remove,
+	return &target{idemDSN: idemDSN, raw: raw, cleanup: remove, footprint: sqliteFootprint(raw.w),
 		durability:     "synchronous=" + sync + ", WAL, one writer connection",
 		durabilityNote: sqliteDurabilityNote(sync)}, nil
 }

@@ -45,7 +45,36 @@ func WriteText(w io.Writer, rep *Report) error {
 			return err
 		}
 	}
-	return nil
+	return writeFootprints(w, rep.Footprints)
+}
+
+func writeFootprints(w io.Writer, fs []Footprint) error {
+	if len(fs) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nfootprint at the end of the run (%s)\n", fs[0].How)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	hot := fs[0].Updates > 0 || fs[len(fs)-1].Updates > 0
+	if hot {
+		fmt.Fprintln(tw, "side\trecords\tbytes\tB/record\tidem/raw\tupdates\tHOT\tHOT %\t")
+	} else {
+		fmt.Fprintln(tw, "side\trecords\tbytes\tB/record\tidem/raw\t")
+	}
+	var raw float64
+	for _, f := range fs {
+		ratio := ""
+		if f.Side == sideRaw {
+			raw = f.BytesPerRecord
+		} else if raw > 0 {
+			ratio = fmt.Sprintf("%.2f", f.BytesPerRecord/raw)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%s\t", f.Side, f.Records, f.Bytes, f.BytesPerRecord, ratio)
+		if hot {
+			fmt.Fprintf(tw, "%d\t%d\t%.1f\t", f.Updates, f.HOTUpdates, 100*f.HOTRatio())
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
 }
 
 func writeScenario(w io.Writer, sc string, cells []Cell) error {

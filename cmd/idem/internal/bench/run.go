@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +20,10 @@ type Report struct {
 	Header  Header          `json:"header"`
 	Cells   []Cell          `json:"cells"`
 	Waiters []*WaiterResult `json:"waiters,omitempty"`
+	// Footprints are what each side's table held at the end (bytes per
+	// record; PostgreSQL: HOT updates over the run); none for the memory
+	// store.
+	Footprints []Footprint `json:"footprints,omitempty"`
 }
 
 // Header describes the run: when, where, against what.
@@ -97,7 +102,18 @@ func Run(ctx context.Context, opt Options) (rep *Report, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	defer func() { err = errors.Join(err, st.Close()) }()
+	var closeOnce sync.Once
+	closeStore := func() (err error) {
+		closeOnce.Do(func() { err = st.Close() })
+		return err
+	}
+	defer func() { err = errors.Join(err, closeStore()) }()
+	var before []Footprint
+	if t.footprint != nil {
+		if before, err = t.footprint(ctx); err != nil {
+			return nil, fmt.Errorf("bench: measuring the tables: %w", err)
+		}
+	}
 	w, err := newWorkload(st, t.raw, opt.Payload)
 	if err != nil {
 		return nil, err
@@ -131,6 +147,18 @@ func Run(ctx context.Context, opt Options) (rep *Report, err error) {
 	}
 	pr.done()
 	rep.Header.LoadEnd = loadAvg()
+	if t.footprint != nil {
+		// idem's store first reports its counters as it closes.
+		if err := closeStore(); err != nil {
+			return rep, errors.Join(append(cellErrs, err)...)
+		}
+		after, err := t.footprint(ctx)
+		if err != nil {
+			cellErrs = append(cellErrs, fmt.Errorf("bench: measuring the tables: %w", err))
+		} else {
+			rep.Footprints = footprintDelta(before, after)
+		}
+	}
 	return rep, errors.Join(cellErrs...)
 }
 

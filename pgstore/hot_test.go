@@ -1,0 +1,147 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/pgstore"
+)
+
+// tableStats reads the update counters of s's table, once every pool
+// connection has had a chance to report its own: a backend flushes its
+// counters at the end of a transaction at most once a second, so the test
+// runs a statement on every idle connection until the count of updates
+// covers what it expects (or a generous deadline passes).
+func tableStats(t *testing.T, s *pgstore.Store, wantUpd int64) (upd, hot int64) {
+	t.Helper()
+	pool := sharedPool()
+	ctx := context.Background()
+	schema, table, _ := strings.Cut(s.QuotedTable(), ".")
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		for _, c := range pool.AcquireAllIdle(ctx) {
+			_, _ = c.Exec(ctx, "SELECT 1")
+			c.Release()
+		}
+		err := pool.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
+			WHERE schemaname = $1 AND relname = $2`, unquote(schema), unquote(table)).Scan(&upd, &hot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if upd >= wantUpd || time.Now().After(deadline) {
+			return upd, hot
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+func unquote(s string) string { return strings.Trim(s, `"`) }
+
+// Recording an outcome must be a HOT update: no index mentions a column a
+// finish writes (migration 0002), and fillfactor leaves the page room for
+// the finished row. First-time requests through the engine, from 16
+// callers, with a 200-byte result.
+func TestFirstTimeFinishIsHOT(t *testing.T) {
+	s := newStore(t, pgstore.Config{})
+	eng, err := idem.New(s, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	const callers, perCaller = 16, 200
+	result := []byte(strings.Repeat("x", 200))
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perCaller {
+				key := fmt.Sprintf("hot-%02d-%05d-0123456789abcdef", c, i)
+				_, err := eng.DoBytes(context.Background(), idem.Request{Scope: "bench", Key: idem.Key(key), Fingerprint: idem.NewFingerprint([]byte(key))},
+					func(context.Context, *idem.Attempt) ([]byte, error) { return result, nil })
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	upd, hot := tableStats(t, s, callers*perCaller)
+	if upd < callers*perCaller {
+		t.Fatalf("pg_stat_user_tables counts %d updates, want at least %d", upd, callers*perCaller)
+	}
+	ratio := float64(hot) / float64(upd)
+	t.Logf("%d of %d updates HOT (%.1f%%)", hot, upd, 100*ratio)
+	if ratio < 0.9 {
+		t.Fatalf("%d of %d updates HOT (%.1f%%), want at least 90%%", hot, upd, 100*ratio)
+	}
+}
+
+// Every listing the CLI makes and the bounded sweep run on an index, also
+// on a table large enough that the planner has a choice. The plans are
+// read with EXPLAIN (no ANALYZE: nothing runs).
+func TestListAndSweepUseIndexes(t *testing.T) {
+	s := newStore(t, pgstore.Config{})
+	ctx := context.Background()
+	pool := sharedPool()
+	// 50,000 terminal records a minute apart, one in a thousand unknown.
+	_, err := pool.Exec(ctx, `INSERT INTO `+s.QuotedTable()+` (scope, key, fingerprint, state, fence, attempt_id, result,
+		created_at, lease_until, completed_at, expires_at)
+		SELECT 'bench', 'key-' || i, '\x'::bytea || sha256(i::text::bytea), CASE WHEN i % 1000 = 0 THEN 'unknown' ELSE 'succeeded' END,
+			1, md5(i::text), CASE WHEN i % 1000 = 0 THEN NULL ELSE convert_to(repeat('x', 200), 'UTF8') END,
+			t, t + interval '30 seconds', t, CASE WHEN i % 1000 = 0 THEN NULL ELSE t + interval '1 day' END
+		FROM generate_series(1, 50000) i, LATERAL (SELECT timestamptz '2030-01-01' + i * interval '1 minute' AS t) c`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "ANALYZE "+s.QuotedTable()); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2030, 1, 20, 0, 0, 0, 0, time.UTC)
+	unknown, unknownArgs := s.ListSQL(idem.ListFilter{States: []idem.State{idem.StateUnknown}, Limit: 100})
+	older, olderArgs := s.ListSQL(idem.ListFilter{CreatedBefore: now.Add(-24 * time.Hour), Limit: 100})
+	olderUnknown, olderUnknownArgs := s.ListSQL(idem.ListFilter{States: []idem.State{idem.StateUnknown}, CreatedBefore: now.Add(-time.Hour), Limit: 100})
+	for _, q := range []struct {
+		name, sql string
+		args      []any
+		index     string
+	}{
+		{"list --state unknown", unknown, unknownArgs, "_unknown_idx"},
+		{"list --older-than", older, olderArgs, "_created_idx"},
+		{"list --state unknown --older-than", olderUnknown, olderUnknownArgs, "_unknown_idx"},
+		{"sweep", s.SweepSQL(), []any{now, int64(1000)}, "_created_idx"},
+	} {
+		plan := explain(t, pool, q.sql, q.args...)
+		if strings.Contains(plan, "Seq Scan") || !strings.Contains(plan, q.index) {
+			t.Errorf("%s: want a scan of %s and no sequential scan:\n%s", q.name, q.index, plan)
+		}
+	}
+}
+
+func explain(t *testing.T, pool interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, query string, args ...any) string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), "EXPLAIN "+query, args...)
+	if err != nil {
+		t.Fatalf("EXPLAIN %s: %v", query, err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
+}
