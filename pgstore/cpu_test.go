@@ -72,7 +72,7 @@ func TestCPUPerRequest(t *testing.T) {
 		mark text NOT NULL DEFAULT '', created_at timestamptz NOT NULL, lease_until timestamptz,
 		completed_at timestamptz, expires_at timestamptz, waiting boolean NOT NULL DEFAULT false,
 		is_unknown boolean GENERATED ALWAYS AS (state = 'unknown') STORED,
-		PRIMARY KEY (scope, key)) WITH (fillfactor = 80)`,
+		PRIMARY KEY (scope, key)) WITH (fillfactor = 90)`,
 		`CREATE INDEX ON ` + rawTable + ` (created_at)`,
 		`CREATE INDEX ON ` + rawTable + ` (created_at) WHERE is_unknown`,
 	} {

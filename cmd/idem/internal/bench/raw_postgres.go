@@ -92,7 +92,7 @@ func (p *pgRaw) create(ctx context.Context) error {
 		mark text NOT NULL DEFAULT '', created_at timestamptz NOT NULL, lease_until timestamptz,
 		completed_at timestamptz, expires_at timestamptz, waiting boolean NOT NULL DEFAULT false,
 		is_unknown boolean GENERATED ALWAYS AS (state = 'unknown') STORED,
-		PRIMARY KEY (scope, key)) WITH (fillfactor = 80)`)
+		PRIMARY KEY (scope, key)) WITH (fillfactor = 90)`)
 	if err == nil {
 		// The same secondary indexes as pgstore's schema (migration 0002):
 		// every write pays them, and neither stops a HOT update.
