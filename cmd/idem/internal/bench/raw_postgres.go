@@ -53,7 +53,7 @@ func openPostgresTarget(ctx context.Context, d storeopen.DSN, name string) (*tar
 		return err
 	}
 	return &target{idemDSN: withQuery(d.Raw, "schema", name), raw: raw, cleanup: cleanup,
-		footprint:      postgresFootprint(pool, name),
+		footprint: postgresFootprint(pool, name), prefill: postgresPrefill(pool, name),
 		durability:     fmt.Sprintf("PostgreSQL %s, synchronous_commit=%s, fsync=%s", version, syncCommit, fsync),
 		durabilityNote: postgresDurabilityNote(syncCommit, fsync)}, nil
 }

@@ -51,6 +51,7 @@ type Header struct {
 	Duration       time.Duration `json:"duration_ns"`
 	Payload        int           `json:"payload_bytes"`
 	Concurrency    []int         `json:"concurrency"`
+	Prefill        []int64       `json:"prefill,omitempty"`
 }
 
 // Cell is one measurement: a scenario, a side and a concurrency.
@@ -72,6 +73,8 @@ type Cell struct {
 	Ratio float64 `json:"ratio,omitempty"`
 	// Error, when not empty, is why the cell failed; its figures are zero.
 	Error string `json:"error,omitempty"`
+	// Prefill is how many prefilled records each side held (--prefill).
+	Prefill int64 `json:"prefill,omitempty"`
 }
 
 // Run measures opt.Store. The store must be reachable; everything the run
@@ -122,7 +125,15 @@ func Run(ctx context.Context, opt Options) (rep *Report, err error) {
 	defer w.cacheEng.Close()
 	pr := newProgress(opt)
 	var cellErrs []error
+	if len(opt.Prefill) > 0 {
+		if err := runPrefilled(ctx, rep, w, t, st, opt, pr, &cellErrs); err != nil {
+			return nil, err
+		}
+	}
 	for _, sc := range opt.Scenarios {
+		if len(opt.Prefill) > 0 {
+			break
+		}
 		if sc == ScenarioWaiters {
 			// Async first: its peak RSS is not inflated by the memory
 			// the goroutine run leaves to the runtime.
@@ -166,7 +177,8 @@ func newHeader(d storeopen.DSN, opt Options) Header {
 	host, _ := os.Hostname()
 	return Header{Date: time.Now().UTC().Truncate(time.Second), Host: host, OS: runtime.GOOS, Arch: runtime.GOARCH,
 		CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadStart: loadAvg(), Store: d.Redacted(),
-		StoreOptions: storeOptions(d.Raw), Duration: opt.Duration, Payload: opt.Payload, Concurrency: opt.Concurrency}
+		StoreOptions: storeOptions(d.Raw), Duration: opt.Duration, Payload: opt.Payload, Concurrency: opt.Concurrency,
+		Prefill: opt.Prefill}
 }
 
 func newWorkload(st idem.Store, raw rawStore, payload int) (*workload, error) {
@@ -193,7 +205,7 @@ const sliceLen = 500 * time.Millisecond
 // the seconds of a cell (a checkpoint, a neighbour's burst) falls on every
 // side alike instead of on whichever ran at the time.
 func runScenario(ctx context.Context, rep *Report, w *workload, sc string, opt Options, pr *progress, cellErrs *[]error) error {
-	if sc == ScenarioReplay || sc == ScenarioMixed {
+	if (sc == ScenarioReplay || sc == ScenarioMixed) && w.prefilled == 0 {
 		pr.line("recording %d keys for replays", replayKeys)
 		if err := w.prepare(ctx); err != nil {
 			return fmt.Errorf("bench: recording replay keys: %w", err)
@@ -247,6 +259,7 @@ func runScenario(ctx context.Context, rep *Report, w *workload, sc string, opt O
 				continue
 			}
 			cell := toCell(sc, side, c, acc[i])
+			cell.Prefill = w.prefilled
 			if side == sideRaw {
 				rawRate = cell.OpsPerSec
 			} else if rawRate > 0 {
@@ -265,4 +278,37 @@ func toCell(sc, side string, c int, r *cellResult) Cell {
 		OpsPerSec: float64(r.ops) / r.elapsed.Seconds(),
 		P50:       ms(r.hist.quantile(0.50)), P99: ms(r.hist.quantile(0.99)),
 		First: r.outcomes[outFirst], Replays: r.outcomes[outReplay], Conflicts: r.outcomes[outConflict]}
+}
+
+// runPrefilled loads both sides up to each size of opt.Prefill in turn and
+// runs the scenarios there.
+func runPrefilled(ctx context.Context, rep *Report, w *workload, t *target, st idem.Store, opt Options, pr *progress, cellErrs *[]error) error {
+	if t.prefill == nil {
+		return fmt.Errorf("bench: --prefill: no loader for %s", t.scheme)
+	}
+	var loaded int64
+	for _, n := range opt.Prefill {
+		start := time.Now()
+		last := time.Time{}
+		err := t.prefill(ctx, st, loaded, n, w.payload, func(side string, done int64) {
+			if time.Since(last) >= time.Second || done == n-loaded {
+				last = time.Now()
+				pr.line("prefill %s: %d/%d records (%.0f/s)", side, loaded+done, n, float64(done)/time.Since(start).Seconds())
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("bench: prefill to %d: %w", n, err)
+		}
+		pr.line("prefilled %d records a side in %s", n, time.Since(start).Round(time.Millisecond))
+		loaded, w.prefilled = n, n
+		for _, sc := range opt.Scenarios {
+			if sc == ScenarioWaiters {
+				continue
+			}
+			if err := runScenario(ctx, rep, w, sc, opt, pr, cellErrs); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
