@@ -89,3 +89,7 @@ func (s *Store) ListSQL(f idem.ListFilter) (string, []any) { return listQuery(s.
 // SweepSQL is the bounded sweep statement; its parameters are the time
 // expiry is judged at and the batch size.
 func (s *Store) SweepSQL() string { return s.sql.sweep }
+
+// SweepSinceSQL is the sweep with its walk bounded; its third parameter
+// is the latest creation time it reads.
+func (s *Store) SweepSinceSQL() string { return s.sql.sweepSince }

@@ -123,6 +123,9 @@ func TestListAndSweepUseIndexes(t *testing.T) {
 		{"list --older-than", older, olderArgs, "_created_idx"},
 		{"list --state unknown --older-than", olderUnknown, olderUnknownArgs, "_unknown_idx"},
 		{"sweep", s.SweepSQL(), []any{now, int64(1000)}, "_created_idx"},
+		// Nothing expired, retention a day: the walk is an index range.
+		{"sweep, bounded, nothing expired", s.SweepSinceSQL(), []any{time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC), int64(1000),
+			time.Date(2030, 1, 1, 0, 1, 0, 0, time.UTC)}, "_created_idx"},
 	} {
 		plan := explain(t, pool, q.sql, q.args...)
 		if strings.Contains(plan, "Seq Scan") || !strings.Contains(plan, q.index) {
@@ -144,4 +147,52 @@ func explain(t *testing.T, pool interface {
 		t.Fatal(err)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Once a store has recorded an outcome, its sweep reads only records
+// created before Now minus the shortest retention it recorded (plus a
+// minute): one recorded elsewhere with a shorter retention is swept late,
+// once that bound passes it, and never missed; one that has expired under
+// the retention this store knows is swept at once.
+func TestSweepBoundByRecordedRetention(t *testing.T) {
+	a := newStore(t, pgstore.Config{})
+	b, err := pgstore.New(context.Background(), sharedPool(), pgstore.Config{Schema: a.Schema(), DisableNotify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	// a records with a retention of an hour, b (another process) with one
+	// of a minute.
+	long := mustClaim(t, a, claimParams("long", "a", t0))
+	mustFinish(t, a, succeed(long, "ok", t0, time.Hour))
+	short := mustClaim(t, b, claimParams("short", "b", t0))
+	mustFinish(t, b, succeed(short, "ok", t0, time.Minute))
+
+	sweep := func(now time.Time) int {
+		n, err := a.Sweep(ctx, idem.SweepParams{Now: now, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// At t0+2m "short" has expired, but a's walk stops at records created
+	// before t0+2m-1h+1m: it is left for later.
+	if n := sweep(t0.Add(2 * time.Minute)); n != 0 {
+		t.Fatalf("sweep at t0+2m removed %d, want 0 (short is swept late)", n)
+	}
+	if _, err := a.Get(ctx, "tenant-1", "short"); err != nil {
+		t.Fatalf("short: %v, want it still there", err)
+	}
+	// Once the bound passes its creation, both go.
+	if n := sweep(t0.Add(time.Hour + time.Second)); n != 2 {
+		t.Fatalf("sweep at t0+1h1s removed %d, want 2", n)
+	}
+	// b has recorded only a minute's retention: under the slack, it walks
+	// everything and sweeps at once.
+	again := mustClaim(t, b, claimParams("again", "b", t0))
+	mustFinish(t, b, succeed(again, "ok", t0, time.Minute))
+	if n, err := b.Sweep(ctx, idem.SweepParams{Now: t0.Add(2 * time.Minute), Limit: 100}); err != nil || n != 1 {
+		t.Fatalf("b's sweep = %d, %v; want 1", n, err)
+	}
 }

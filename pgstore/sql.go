@@ -19,6 +19,7 @@ type statements struct {
 	resolveUpdate, resolveDelete  string
 	setMark, get, list, sweep     string
 	sweepUnbounded, markWaiting   string
+	sweepSince                    string
 }
 
 // buildStatements renders the statements for table (already quoted). With
@@ -135,6 +136,11 @@ SELECT (SELECT count(*) FROM upd), EXISTS (SELECT 1 FROM {T} WHERE scope = $1 AN
 		// in the list — and left alone.
 		sweep: r.Replace(`DELETE FROM {T} WHERE ctid = ANY(ARRAY(
 	SELECT ctid FROM {T} WHERE state IN ('succeeded', 'failed') AND expires_at <= $1 ORDER BY created_at LIMIT $2
+)) AND state IN ('succeeded', 'failed') AND expires_at <= $1`),
+		// The sweep with its walk bounded: only records created at or
+		// before $3 can have expired (see Sweep), an index range.
+		sweepSince: r.Replace(`DELETE FROM {T} WHERE ctid = ANY(ARRAY(
+	SELECT ctid FROM {T} WHERE created_at <= $3 AND state IN ('succeeded', 'failed') AND expires_at <= $1 ORDER BY created_at LIMIT $2
 )) AND state IN ('succeeded', 'failed') AND expires_at <= $1`),
 		sweepUnbounded: r.Replace(`DELETE FROM {T} WHERE state IN ('succeeded', 'failed') AND expires_at <= $1`),
 	}
