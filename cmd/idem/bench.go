@@ -16,7 +16,7 @@ import (
 // cmdBench measures the engine against the raw driver of the same store.
 func cmdBench(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("bench",
-		"idem bench --store DSN [--concurrency 1,16,64] [--duration 5s] [--payload 200B] [--scenarios LIST] [--prefill 10k,1M] [--waiters N] [--hold DUR] [--json]",
+		"idem bench --store DSN [--concurrency 1,16,64] [--duration 5s] [--payload 200B] [--scenarios LIST] [--prefill 10k,1M] [--sweep-under-load 1M [--sweep-rate N]] [--waiters N] [--hold DUR] [--json]",
 		"Measures idem's engine against the raw driver doing the minimal statements of\n"+
 			"an idempotent request (claim, record, read) on the same store, in the same run,\n"+
 			"and prints ops/s, p50/p99 latency and the ratio idem/raw per scenario.\n"+
@@ -29,7 +29,9 @@ func cmdBench(ctx context.Context, e *env, args []string) int {
 			"records up to each size in turn (COPY, multi-row INSERTs, pipelines) and the\n"+
 			"scenarios (default first,replay at c=16) run at each size: a growth curve.\n"+
 			"The end of the report gives each side's bytes per record and, on PostgreSQL,\n"+
-			"the share of its updates that were HOT. See docs/performance.md.",
+			"the share of its updates that were HOT. --sweep-under-load N loads N expired\n"+
+			"records and measures first-time requests (c=16) before, while and after a\n"+
+			"sweeper deletes them (--sweep-rate caps it, records/s). See docs/performance.md.",
 		"idem bench --store sqlite://bench.db --duration 2s")
 	store := f.String("store", "", "store DSN to measure: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, memory:// (required)")
 	conc := f.String("concurrency", "1,16,64", "comma-separated numbers of concurrent callers")
@@ -39,6 +41,8 @@ func cmdBench(ctx context.Context, e *env, args []string) int {
 	waiters := f.Int("waiters", 10000, "callers parked on one key in the waiters scenario")
 	hold := f.duration("hold", time.Second, "how long the waiters scenario holds its key")
 	prefill := f.String("prefill", "", "comma-separated table sizes to load both sides to before measuring, e.g. 10k,1M")
+	sweepLoad := f.String("sweep-under-load", "", "load this many expired records (e.g. 1M) and measure first-time requests while they are swept")
+	sweepRate := f.Float64("sweep-rate", 0, "with --sweep-under-load: the sweeper's cap, records a second (0: none)")
 	asJSON := f.Bool("json", false, "print the report as JSON")
 	pos, code, ok := f.parse(args)
 	if !ok {
@@ -71,6 +75,17 @@ func cmdBench(ctx context.Context, e *env, args []string) int {
 			opt.Concurrency = []int{16}
 		}
 	}
+	if *sweepLoad != "" {
+		ns, err := bench.ParsePrefill(*sweepLoad)
+		if err != nil || len(ns) != 1 {
+			return f.usageError("--sweep-under-load: want one count such as 1M")
+		}
+		opt.SweepUnderLoad = ns[0]
+	}
+	if *sweepRate < 0 || *sweepRate != *sweepRate {
+		return f.usageError("--sweep-rate must be 0 or more records a second")
+	}
+	opt.SweepRate = *sweepRate
 	switch {
 	case *store == "":
 		return f.usageError("--store is required")

@@ -53,6 +53,14 @@ type Options struct {
 	// up to that many (a growth curve). Replays then read prefilled
 	// records spread over the whole table. Defaults to none.
 	Prefill []int64
+	// SweepUnderLoad, when positive, replaces the scenarios: that many
+	// expired records are loaded into idem's side and swept by an
+	// idem.Sweeper while 16 callers make first-time requests, with the
+	// same requests measured before and after. Defaults to 0, off.
+	SweepUnderLoad int64
+	// SweepRate is the sweeper's MaxRate (records a second) in the
+	// SweepUnderLoad run; 0 is no cap.
+	SweepRate float64
 	// Progress, when not nil, receives a progress line while cells run.
 	// Defaults to none.
 	Progress io.Writer

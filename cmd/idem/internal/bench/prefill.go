@@ -27,9 +27,37 @@ func prefillReplayKey(n, records int64) string {
 	return prefillKey(int64((uint64(n) * 0x9E3779B97F4A7C15 >> 1) % uint64(records)))
 }
 
-// prefiller loads terminal records [from, to) into both sides of a target,
-// calling done with the number loaded so far on each side after each batch.
-type prefiller func(ctx context.Context, st idem.Store, from, to int64, payload []byte, done func(side string, n int64)) error
+// prefiller loads terminal records [from, to) into both sides of a target
+// (idem's only, with spec.idemOnly), calling done with the number loaded so
+// far on each side after each batch.
+type prefiller func(ctx context.Context, st idem.Store, spec prefillSpec, from, to int64, payload []byte, done func(side string, n int64)) error
+
+// prefillSpec says what records a prefill writes.
+type prefillSpec struct {
+	// expired records were created three days ago and expired an hour ago
+	// (for the sweep); others expire a day from now.
+	expired bool
+	// idemOnly leaves the raw side empty.
+	idemOnly bool
+}
+
+// times is prefillTimes for spec: base is prefillBase() when the loader was
+// made.
+func (spec prefillSpec) times(base time.Time, i int64) prefillRow {
+	if !spec.expired {
+		return prefillTimes(base, i)
+	}
+	c := base.Add(-48*time.Hour + time.Duration(i)*time.Microsecond)
+	return prefillRow{created: c, lease: c.Add(30 * time.Second), completed: c, expires: base.Add(23 * time.Hour)}
+}
+
+// sides are the tables (or key spaces) spec writes, raw first.
+func (spec prefillSpec) sides(raw, idemSide string) [][2]string {
+	if spec.idemOnly {
+		return [][2]string{{sideIdem, idemSide}}
+	}
+	return [][2]string{{sideRaw, raw}, {sideIdem, idemSide}}
+}
 
 // prefillBatch is how many records one COPY, multi-row INSERT or pipeline
 // carries.
@@ -56,20 +84,20 @@ func postgresPrefill(pool *pgxpool.Pool, schema string) prefiller {
 	base := prefillBase()
 	cols := []string{"scope", "key", "fingerprint", "state", "fence", "attempt_id", "result", "mark",
 		"created_at", "lease_until", "completed_at", "expires_at", "waiting"}
-	return func(ctx context.Context, _ idem.Store, from, to int64, payload []byte, done func(string, int64)) error {
-		for _, side := range []struct{ side, table string }{{sideRaw, "raw_records"}, {sideIdem, "idem_records"}} {
+	return func(ctx context.Context, _ idem.Store, spec prefillSpec, from, to int64, payload []byte, done func(string, int64)) error {
+		for _, side := range spec.sides("raw_records", "idem_records") {
 			for lo := from; lo < to; lo += prefillBatch {
 				hi := min(to, lo+prefillBatch)
 				rows := make([][]any, 0, hi-lo)
 				for i := lo; i < hi; i++ {
-					t := prefillTimes(base, i)
+					t := spec.times(base, i)
 					rows = append(rows, []any{benchScope, prefillKey(i), benchFingerprint[:], "succeeded", int64(1), benchAttempt,
 						payload, "", t.created, t.lease, t.completed, t.expires, false})
 				}
-				if _, err := pool.CopyFrom(ctx, pgx.Identifier{schema, side.table}, cols, pgx.CopyFromRows(rows)); err != nil {
-					return fmt.Errorf("COPY into %s: %w", side.table, err)
+				if _, err := pool.CopyFrom(ctx, pgx.Identifier{schema, side[1]}, cols, pgx.CopyFromRows(rows)); err != nil {
+					return fmt.Errorf("COPY into %s: %w", side[1], err)
 				}
-				done(side.side, hi-from)
+				done(side[0], hi-from)
 			}
 		}
 		_, err := pool.Exec(ctx, "ANALYZE "+pgx.Identifier{schema, "raw_records"}.Sanitize()+", "+pgx.Identifier{schema, "idem_records"}.Sanitize())
@@ -83,9 +111,9 @@ func postgresPrefill(pool *pgxpool.Pool, schema string) prefiller {
 func sqlPrefill(db *sql.DB, tables [2]string, quote func(string) string) prefiller {
 	base := prefillBase()
 	const perStmt = 500
-	return func(ctx context.Context, _ idem.Store, from, to int64, payload []byte, done func(string, int64)) error {
-		for s, table := range tables {
-			side := []string{sideRaw, sideIdem}[s]
+	return func(ctx context.Context, _ idem.Store, spec prefillSpec, from, to int64, payload []byte, done func(string, int64)) error {
+		for _, st := range spec.sides(tables[0], tables[1]) {
+			side, table := st[0], st[1]
 			head := "INSERT INTO " + quote(table) + " (scope, " + quote("key") + ", fingerprint, state, fence, attempt_id, result, mark, " +
 				"created_at, lease_until, completed_at, expires_at) VALUES "
 			for lo := from; lo < to; lo += prefillBatch {
@@ -104,7 +132,7 @@ func sqlPrefill(db *sql.DB, tables [2]string, quote func(string) string) prefill
 							q.WriteString(",")
 						}
 						q.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?)")
-						t := prefillTimes(base, i)
+						t := spec.times(base, i)
 						args = append(args, benchScope, prefillKey(i), benchFingerprint[:], "succeeded", 1, benchAttempt, payload, "",
 							t.created.UnixMicro(), t.lease.UnixMicro(), t.completed.UnixMicro(), t.expires.UnixMicro())
 					}
@@ -129,14 +157,14 @@ func sqlPrefill(db *sql.DB, tables [2]string, quote func(string) string) prefill
 // own business (Redis).
 func storePrefill(raw *redisRaw) prefiller {
 	base := prefillBase()
-	return func(ctx context.Context, s idem.Store, from, to int64, payload []byte, done func(string, int64)) error {
+	return func(ctx context.Context, s idem.Store, spec prefillSpec, from, to int64, payload []byte, done func(string, int64)) error {
 		// Raw: SET NX + HSET, pipelined in batches.
-		for lo := from; lo < to; lo += prefillBatch {
+		for lo := from; lo < to && !spec.idemOnly; lo += prefillBatch {
 			hi := min(to, lo+prefillBatch)
 			pipe := raw.c.Pipeline()
 			for i := lo; i < hi; i++ {
 				k := prefillKey(i)
-				t := prefillTimes(base, i)
+				t := spec.times(base, i)
 				pipe.SetNX(ctx, raw.prefix+k+":lock", benchAttempt, time.Hour)
 				pipe.HSet(ctx, raw.prefix+k+":rec", "state", "succeeded", "fence", 1, "fp", benchFingerprint[:],
 					"attempt", benchAttempt, "result", payload, "created", t.created.UnixMicro(),
@@ -173,7 +201,7 @@ func storePrefill(raw *redisRaw) prefiller {
 					if i >= to {
 						return
 					}
-					t := prefillTimes(base, i)
+					t := spec.times(base, i)
 					p := idem.ClaimParams{Scope: benchScope, Key: prefillKey(i), Fingerprint: idem.Fingerprint(benchFingerprint),
 						AttemptID: benchAttempt, Now: t.created, LeaseUntil: t.lease}
 					res, err := s.Claim(ctx, p)

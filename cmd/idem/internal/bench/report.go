@@ -58,6 +58,9 @@ func WriteText(w io.Writer, rep *Report) error {
 	if err := writeGrowth(w, rep.Cells); err != nil {
 		return err
 	}
+	if err := writeSweepLoad(w, rep.SweepLoad); err != nil {
+		return err
+	}
 	return writeFootprints(w, rep.Footprints)
 }
 

@@ -24,6 +24,8 @@ type Report struct {
 	// record; PostgreSQL: HOT updates over the run); none for the memory
 	// store.
 	Footprints []Footprint `json:"footprints,omitempty"`
+	// SweepLoad is the sweep-under-load run (Options.SweepUnderLoad).
+	SweepLoad *SweepLoadResult `json:"sweep_under_load,omitempty"`
 }
 
 // Header describes the run: when, where, against what.
@@ -112,6 +114,9 @@ func Run(ctx context.Context, opt Options) (rep *Report, err error) {
 	}
 	defer func() { err = errors.Join(err, closeStore()) }()
 	var before []Footprint
+	if opt.SweepUnderLoad > 0 {
+		t.footprint = nil // the sweep empties idem's side and the raw side stays empty
+	}
 	if t.footprint != nil {
 		if before, err = t.footprint(ctx); err != nil {
 			return nil, fmt.Errorf("bench: measuring the tables: %w", err)
@@ -125,13 +130,18 @@ func Run(ctx context.Context, opt Options) (rep *Report, err error) {
 	defer w.cacheEng.Close()
 	pr := newProgress(opt)
 	var cellErrs []error
-	if len(opt.Prefill) > 0 {
+	switch {
+	case opt.SweepUnderLoad > 0:
+		if rep.SweepLoad, err = runSweepUnderLoad(ctx, w, t, st, opt, pr); err != nil {
+			return nil, err
+		}
+	case len(opt.Prefill) > 0:
 		if err := runPrefilled(ctx, rep, w, t, st, opt, pr, &cellErrs); err != nil {
 			return nil, err
 		}
 	}
 	for _, sc := range opt.Scenarios {
-		if len(opt.Prefill) > 0 {
+		if len(opt.Prefill) > 0 || opt.SweepUnderLoad > 0 {
 			break
 		}
 		if sc == ScenarioWaiters {
@@ -290,7 +300,7 @@ func runPrefilled(ctx context.Context, rep *Report, w *workload, t *target, st i
 	for _, n := range opt.Prefill {
 		start := time.Now()
 		last := time.Time{}
-		err := t.prefill(ctx, st, loaded, n, w.payload, func(side string, done int64) {
+		err := t.prefill(ctx, st, prefillSpec{}, loaded, n, w.payload, func(side string, done int64) {
 			if time.Since(last) >= time.Second || done == n-loaded {
 				last = time.Now()
 				pr.line("prefill %s: %d/%d records (%.0f/s)", side, loaded+done, n, float64(done)/time.Since(start).Seconds())
