@@ -31,14 +31,17 @@ func WriteText(w io.Writer, rep *Report) error {
 	if h.DurabilityNote != "" {
 		fmt.Fprintf(&b, "               not durable: %s\n", h.DurabilityNote)
 	}
-	if len(h.Prefill) > 0 {
+	switch {
+	case h.SweepUnderLoad > 0:
+		fmt.Fprintf(&b, "cells          phases of at least %s (slices of %s) at c=%d; payload %d B\n", h.Duration, sliceLen, sweepLoadCallers, h.Payload)
+	case len(h.Prefill) > 0:
 		ns := make([]string, len(h.Prefill))
 		for i, n := range h.Prefill {
 			ns[i] = count(n)
 		}
 		fmt.Fprintf(&b, "cells          %s each after a %s warm-up; payload %d B; prefilled to %s terminal records a side, replays spread over them; concurrency %s\n",
 			h.Duration, h.Duration/10, h.Payload, strings.Join(ns, ", "), joinInts(h.Concurrency))
-	} else {
+	default:
 		fmt.Fprintf(&b, "cells          %s each after a %s warm-up; payload %d B; replays cycle %d keys; concurrency %s\n",
 			h.Duration, h.Duration/10, h.Payload, replayKeys, joinInts(h.Concurrency))
 	}

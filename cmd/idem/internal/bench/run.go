@@ -54,6 +54,7 @@ type Header struct {
 	Payload        int           `json:"payload_bytes"`
 	Concurrency    []int         `json:"concurrency"`
 	Prefill        []int64       `json:"prefill,omitempty"`
+	SweepUnderLoad int64         `json:"sweep_under_load,omitempty"`
 }
 
 // Cell is one measurement: a scenario, a side and a concurrency.
@@ -188,7 +189,7 @@ func newHeader(d storeopen.DSN, opt Options) Header {
 	return Header{Date: time.Now().UTC().Truncate(time.Second), Host: host, OS: runtime.GOOS, Arch: runtime.GOARCH,
 		CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadStart: loadAvg(), Store: d.Redacted(),
 		StoreOptions: storeOptions(d.Raw), Duration: opt.Duration, Payload: opt.Payload, Concurrency: opt.Concurrency,
-		Prefill: opt.Prefill}
+		Prefill: opt.Prefill, SweepUnderLoad: opt.SweepUnderLoad}
 }
 
 func newWorkload(st idem.Store, raw rawStore, payload int) (*workload, error) {
