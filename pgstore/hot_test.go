@@ -196,3 +196,39 @@ func TestSweepBoundByRecordedRetention(t *testing.T) {
 		t.Fatalf("b's sweep = %d, %v; want 1", n, err)
 	}
 }
+
+// A table of schema version 1 with records in it is migrated to the HOT
+// layout: the unknown record is listed (its is_unknown computed for the
+// rows already there) and the terminal one is still swept.
+func TestMigrateFromVersion1(t *testing.T) {
+	pool := testPool(t)
+	ctx := context.Background()
+	s, err := pgstore.New(ctx, pool, pgstore.Config{Schema: freshSchema(t, pool)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.MigrateFirst(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	u := mustClaim(t, s, claimParams("was-unknown", "a", t0))
+	if _, err := s.Finish(ctx, idem.FinishParams{Scope: u.Record.Scope, Key: u.Record.Key, Fence: 1, AttemptID: "a",
+		State: idem.StateUnknown, CompletedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	d := mustClaim(t, s, claimParams("was-done", "a", t0))
+	mustFinish(t, s, succeed(d, "ok", t0, time.Hour))
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate from version 1: %v", err)
+	}
+	if v, _, err := s.CheckSchema(ctx); err != nil || v != 2 {
+		t.Fatalf("schema version %d, %v; want 2", v, err)
+	}
+	got, err := s.List(ctx, idem.ListFilter{States: []idem.State{idem.StateUnknown}})
+	if err != nil || len(got) != 1 || got[0].Key != "was-unknown" {
+		t.Fatalf("unknown records after the migration: %+v, %v", got, err)
+	}
+	if n, err := s.Sweep(ctx, idem.SweepParams{Now: t0.Add(2 * time.Hour), Limit: 10}); err != nil || n != 1 {
+		t.Fatalf("sweep after the migration = %d, %v; want 1", n, err)
+	}
+}
