@@ -39,7 +39,7 @@ func (o ops) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, err
 	if o.st.closed.Load() {
 		return nil, errClosed("finish")
 	}
-	if p.State.Terminal() {
+	if p.State.Terminal() && !p.CompletedAt.IsZero() && !p.ExpiresAt.IsZero() {
 		o.st.noteTTL(p.ExpiresAt.Sub(p.CompletedAt))
 	}
 	b := o.batcher()
