@@ -31,6 +31,12 @@ type SweeperConfig struct {
 	// number of records it has deleted so far (the CLI prints progress
 	// from it on long sweeps). Defaults to none.
 	OnBatch func(deletedSoFar int)
+	// MaxRate, when positive, caps how fast a RunOnce deletes, in records
+	// per second: after each batch it waits until the run's average is
+	// back at or under MaxRate, so a backlog of millions of expired
+	// records is cleared in steady batches beside live traffic rather than
+	// as fast as the store allows. Defaults to 0, no cap.
+	MaxRate float64
 }
 
 // Sweeper deletes expired succeeded and failed records in bounded batches.
@@ -68,9 +74,10 @@ func NewSweeper(store Store, cfg SweeperConfig) *Sweeper {
 }
 
 // RunOnce sweeps in batches until a batch deletes fewer than BatchSize
-// records, and returns the total deleted.
+// records, and returns the total deleted. With MaxRate it paces the
+// batches (see SweeperConfig.MaxRate).
 func (s *Sweeper) RunOnce(ctx context.Context) (int, error) {
-	total := 0
+	total, start := 0, time.Now()
 	now := s.cfg.Clock()
 	if s.storeClock != nil {
 		var err error
@@ -91,6 +98,29 @@ func (s *Sweeper) RunOnce(ctx context.Context) (int, error) {
 		if n < s.cfg.BatchSize {
 			return total, nil
 		}
+		if err := s.pace(ctx, start, total); err != nil {
+			return total, err
+		}
+	}
+}
+
+// pace waits, under MaxRate, until total deletions since start are at or
+// under the rate; ctx ending stops the wait (and the run) with its error.
+func (s *Sweeper) pace(ctx context.Context, start time.Time, total int) error {
+	if s.cfg.MaxRate <= 0 {
+		return nil
+	}
+	wait := time.Duration(float64(total)/s.cfg.MaxRate*float64(time.Second)) - time.Since(start)
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

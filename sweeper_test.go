@@ -121,3 +121,41 @@ func TestSweeperJudgesExpiryByItsClock(t *testing.T) {
 		t.Fatalf("sweep in a hundred years = %d, %v; want only the succeeded record deleted", n, err)
 	}
 }
+
+// TestSweeperMaxRatePacesBatches: with MaxRate, RunOnce still deletes
+// everything in BatchSize batches, and takes at least as long as the rate
+// allows (a lower bound only: waiting is never shorter than asked, however
+// loaded the machine). Without it the same sweep takes no such time.
+func TestSweeperMaxRatePacesBatches(t *testing.T) {
+	st := memstore.New()
+	past := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 250 {
+		put(t, st, fmt.Sprintf("k%03d", i), idem.StateSucceeded, past)
+	}
+	var batches []int
+	sw := idem.NewSweeper(st, idem.SweeperConfig{BatchSize: 50, MaxRate: 1000,
+		OnBatch: func(n int) { batches = append(batches, n) }})
+	start := time.Now()
+	n, err := sw.RunOnce(context.Background())
+	took := time.Since(start)
+	if err != nil || n != 250 {
+		t.Fatalf("RunOnce = %d, %v; want 250", n, err)
+	}
+	if fmt.Sprint(batches) != "[50 100 150 200 250 250]" {
+		t.Fatalf("batches %v, want 50 at a time", batches)
+	}
+	// The fifth full batch may start once 200 records at 1000/s allow it.
+	if took < 200*time.Millisecond {
+		t.Fatalf("250 records at MaxRate 1000/s took %s, want at least 200ms", took)
+	}
+	// A cancelled context ends the wait with its error.
+	for i := range 100 {
+		put(t, st, fmt.Sprintf("c%03d", i), idem.StateSucceeded, past)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	slow := idem.NewSweeper(st, idem.SweeperConfig{BatchSize: 10, MaxRate: 1,
+		OnBatch: func(int) { cancel() }})
+	if n, err := slow.RunOnce(ctx); !errors.Is(err, context.Canceled) || n != 10 {
+		t.Fatalf("cancelled paced RunOnce = %d, %v; want 10 and context.Canceled", n, err)
+	}
+}

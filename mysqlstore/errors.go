@@ -15,6 +15,9 @@ const (
 	erDupEntry     = 1062 // ER_DUP_ENTRY: the primary key decided a claim
 	erLockDeadlock = 1213 // ER_LOCK_DEADLOCK: the transaction was rolled back
 	erNoSuchTable  = 1146 // ER_NO_SUCH_TABLE: migrations not applied
+	// ER_BINLOG_STMT_MODE_AND_ROW_ENGINE: a READ COMMITTED write refused
+	// under binlog_format=STATEMENT.
+	erBinlogNeedsRow = 1665
 )
 
 func mysqlErrno(err error) uint16 {

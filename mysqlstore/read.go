@@ -157,12 +157,44 @@ func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
 	var n int64
 	var err error
 	if p.Limit > 0 {
-		n, err = s.exec(ctx, s.sql.sweep, p.Now.UnixMicro(), p.Limit)
+		n, err = s.sweepExec(ctx, s.sql.sweep, p.Now.UnixMicro(), p.Limit)
 	} else {
-		n, err = s.exec(ctx, s.sql.sweepNoLim, p.Now.UnixMicro())
+		n, err = s.sweepExec(ctx, s.sql.sweepNoLim, p.Now.UnixMicro())
 	}
 	if err != nil {
 		return 0, s.wrap("sweep", err)
 	}
 	return int(n), nil
+}
+
+// sweepExec runs a sweep DELETE. Outside a caller's transaction it runs
+// under READ COMMITTED: under REPEATABLE READ, InnoDB's default, the
+// range scan of the expires_at index takes next-key locks, and the gap
+// before its first expired entry is where every new claim's index entry
+// (expires_at NULL) goes — each batch held every first-time claim until
+// it committed. READ COMMITTED locks only the rows it deletes, and the
+// DELETE still re-reads each row's latest committed version against its
+// WHERE clause, so a record re-claimed meanwhile is left alone. Under
+// binlog_format=STATEMENT, which refuses that, it runs as before.
+func (s *Store) sweepExec(ctx context.Context, query string, args ...any) (int64, error) {
+	db, ok := s.q.(*sql.DB)
+	if !ok {
+		return s.exec(ctx, query, args...)
+	}
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return 0, err
+	}
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		_ = tx.Rollback()
+		if mysqlErrno(err) == erBinlogNeedsRow {
+			return s.exec(ctx, query, args...)
+		}
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }

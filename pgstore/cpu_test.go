@@ -71,9 +71,10 @@ func TestCPUPerRequest(t *testing.T) {
 		fence bigint NOT NULL CHECK (fence > 0), attempt_id text NOT NULL, intent bytea, result bytea,
 		mark text NOT NULL DEFAULT '', created_at timestamptz NOT NULL, lease_until timestamptz,
 		completed_at timestamptz, expires_at timestamptz, waiting boolean NOT NULL DEFAULT false,
-		PRIMARY KEY (scope, key))`,
-		`CREATE INDEX ON ` + rawTable + ` (state, created_at)`,
-		`CREATE INDEX ON ` + rawTable + ` (expires_at) WHERE state IN ('succeeded', 'failed')`,
+		is_unknown boolean GENERATED ALWAYS AS (state = 'unknown') STORED,
+		PRIMARY KEY (scope, key)) WITH (fillfactor = 90)`,
+		`CREATE INDEX ON ` + rawTable + ` (created_at)`,
+		`CREATE INDEX ON ` + rawTable + ` (created_at) WHERE is_unknown`,
 	} {
 		if _, err := admin.Exec(ctx, q); err != nil {
 			t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/migration"
 )
 
 // NoRowRounds reports how many claim statements returned no row so far.
@@ -81,4 +82,32 @@ func FinishKnown(ctx context.Context, st idem.Store, p idem.FinishParams) (*idem
 		return v.finishKnown(ctx, p)
 	}
 	panic("FinishKnown: not a pgstore store")
+}
+
+// ListSQL is the statement and arguments List runs for f.
+func (s *Store) ListSQL(f idem.ListFilter) (string, []any) { return listQuery(s.sql.list, f) }
+
+// SweepSQL is the bounded sweep statement; its parameters are the time
+// expiry is judged at and the batch size.
+func (s *Store) SweepSQL() string { return s.sql.sweep }
+
+// SweepSinceSQL is the sweep with its walk bounded; its third parameter
+// is the latest creation time it reads.
+func (s *Store) SweepSinceSQL() string { return s.sql.sweepSince }
+
+// MigrateFirst applies only the first n embedded migrations, as a store of
+// an earlier release did.
+func (s *Store) MigrateFirst(ctx context.Context, n int) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	if err := ensureSchema(ctx, tx, s.cfg.Schema, s.names.schema); err != nil {
+		return err
+	}
+	if err := migration.Run(ctx, migrationTx{tx: tx, names: s.names}, migrations()[:n]); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }

@@ -39,6 +39,9 @@ func (o ops) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, err
 	if o.st.closed.Load() {
 		return nil, errClosed("finish")
 	}
+	if p.State.Terminal() && !p.CompletedAt.IsZero() && !p.ExpiresAt.IsZero() {
+		o.st.noteTTL(p.ExpiresAt.Sub(p.CompletedAt))
+	}
 	b := o.batcher()
 	if b == nil {
 		if rec, err := o.finishKnown(ctx, p); rec != nil || err != nil {

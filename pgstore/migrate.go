@@ -47,6 +47,9 @@ func newNames(schema, table string) names {
 			"{{fence_check}}", q(table+"_fence_check"),
 			"{{list_idx}}", q(table+"_list_idx"),
 			"{{sweep_idx}}", q(table+"_sweep_idx"),
+			"{{created_idx}}", q(table+"_created_idx"),
+			"{{unknown_idx}}", q(table+"_unknown_idx"),
+			"{{schema}}", q(schema),
 		),
 	}
 }

@@ -19,6 +19,7 @@ type statements struct {
 	resolveUpdate, resolveDelete  string
 	setMark, get, list, sweep     string
 	sweepUnbounded, markWaiting   string
+	sweepSince                    string
 }
 
 // buildStatements renders the statements for table (already quoted). With
@@ -124,12 +125,23 @@ SELECT (SELECT count(*) FROM upd), EXISTS (SELECT 1 FROM {T} WHERE scope = $1 AN
 
 		list: r.Replace(`SELECT {COLS} FROM {T}`),
 
-		// Both conditions are repeated on the outer DELETE: under READ
-		// COMMITTED a row re-claimed after the sub-select ran is re-checked
-		// against its newest version and left alone.
-		sweep: r.Replace(`DELETE FROM {T} WHERE (scope, key) IN (
-	SELECT scope, key FROM {T} WHERE state IN ('succeeded', 'failed') AND expires_at <= $1 ORDER BY expires_at LIMIT $2
-) AND state IN ('succeeded', 'failed') AND expires_at <= $1`),
+		// The sub-select walks the created_at index, oldest first: neither
+		// state nor expires_at is indexed, so that recording an outcome
+		// stays a HOT update (migration 0002), and records expire in about
+		// the order they were created. The DELETE then finds the chosen
+		// rows by their tuple ids (a TID scan, whatever the planner thinks
+		// of the table's size). Both conditions are repeated on it: under
+		// READ COMMITTED a row re-claimed after the sub-select ran is
+		// re-checked against its newest version — whose tuple id is not
+		// in the list — and left alone.
+		sweep: r.Replace(`DELETE FROM {T} WHERE ctid = ANY(ARRAY(
+	SELECT ctid FROM {T} WHERE state IN ('succeeded', 'failed') AND expires_at <= $1 ORDER BY created_at LIMIT $2
+)) AND state IN ('succeeded', 'failed') AND expires_at <= $1`),
+		// The sweep with its walk bounded: only records created at or
+		// before $3 can have expired (see Sweep), an index range.
+		sweepSince: r.Replace(`DELETE FROM {T} WHERE ctid = ANY(ARRAY(
+	SELECT ctid FROM {T} WHERE created_at <= $3 AND state IN ('succeeded', 'failed') AND expires_at <= $1 ORDER BY created_at LIMIT $2
+)) AND state IN ('succeeded', 'failed') AND expires_at <= $1`),
 		sweepUnbounded: r.Replace(`DELETE FROM {T} WHERE state IN ('succeeded', 'failed') AND expires_at <= $1`),
 	}
 }

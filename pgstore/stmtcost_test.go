@@ -55,9 +55,10 @@ func TestStatementCost(t *testing.T) {
 		state text NOT NULL, fence bigint NOT NULL, attempt_id text NOT NULL, intent bytea, result bytea,
 		mark text NOT NULL DEFAULT '', created_at timestamptz NOT NULL, lease_until timestamptz,
 		completed_at timestamptz, expires_at timestamptz, waiting boolean NOT NULL DEFAULT false,
-		PRIMARY KEY (scope, key))`,
-		`CREATE INDEX ON ` + raw + ` (state, created_at)`,
-		`CREATE INDEX ON ` + raw + ` (expires_at) WHERE state IN ('succeeded', 'failed')`,
+		is_unknown boolean GENERATED ALWAYS AS (state = 'unknown') STORED,
+		PRIMARY KEY (scope, key)) WITH (fillfactor = 90)`,
+		`CREATE INDEX ON ` + raw + ` (created_at)`,
+		`CREATE INDEX ON ` + raw + ` (created_at) WHERE is_unknown`,
 	} {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			t.Fatal(err)

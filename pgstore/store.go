@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -25,6 +26,20 @@ type Store struct {
 	lis     *listener    // nil when notifications are disabled
 	batch   *batcher     // nil when group commit is off
 	mix     claimmix.Mix // picks Claim's cheaper path
+	// minTTL is the shortest retention (ExpiresAt - CompletedAt, in
+	// nanoseconds) of the outcomes this store has recorded, 0 before the
+	// first: it bounds the sweep's walk (see Sweep).
+	minTTL atomic.Int64
+}
+
+// noteTTL lowers minTTL to ttl.
+func (s *Store) noteTTL(ttl time.Duration) {
+	for {
+		cur := s.minTTL.Load()
+		if ttl <= 0 || (cur != 0 && cur <= int64(ttl)) || s.minTTL.CompareAndSwap(cur, int64(ttl)) {
+			return
+		}
+	}
 }
 
 var (

@@ -76,24 +76,31 @@ func (o ops) queryRecords(ctx context.Context, q string, args ...any) ([]idem.Re
 	return out, rows.Err()
 }
 
-// sweep deletes expired succeeded/failed records in one statement. The
-// rowid subquery bounds the batch; the outer conditions repeat the filter
-// so the decision and the delete are the same statement's. p.Limit <= 0
-// means no limit.
+// sweepQuery deletes a batch of expired succeeded/failed records. The
+// rowid subquery picks the batch from the sweep index (INDEXED BY: left to
+// itself, the planner took the (state, created_at) index for both the
+// subquery and the DELETE, which then read every terminal record and
+// sorted them on each batch — a sweep of a million expired records ran at
+// ~1,300 a second); the outer conditions repeat the filter, with unary +
+// so that they are checked on the rows found by rowid rather than used to
+// search, and the decision and the delete are the same statement's.
+const sweepQuery = `
+		DELETE FROM idem_records
+		WHERE +state IN ('succeeded', 'failed') AND +expires_at <= ?
+			AND rowid IN (
+				SELECT rowid FROM idem_records INDEXED BY idem_records_sweep
+				WHERE state IN ('succeeded', 'failed') AND expires_at <= ?
+				ORDER BY expires_at LIMIT ?)`
+
+// sweep deletes expired succeeded/failed records in one statement
+// (sweepQuery). p.Limit <= 0 means no limit.
 func (o ops) sweep(ctx context.Context, p idem.SweepParams) (int, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
 	}
 	now := p.Now.UnixMicro()
-	res, err := o.write.ExecContext(ctx, `
-		DELETE FROM idem_records
-		WHERE state IN ('succeeded', 'failed') AND expires_at <= ?
-			AND rowid IN (
-				SELECT rowid FROM idem_records
-				WHERE state IN ('succeeded', 'failed') AND expires_at <= ?
-				ORDER BY expires_at LIMIT ?)`,
-		now, now, limit)
+	res, err := o.write.ExecContext(ctx, sweepQuery, now, now, limit)
 	n, err := affected(res, err)
 	return int(n), err
 }

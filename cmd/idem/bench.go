@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"io"
 	"os"
 	"strings"
@@ -15,7 +16,7 @@ import (
 // cmdBench measures the engine against the raw driver of the same store.
 func cmdBench(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("bench",
-		"idem bench --store DSN [--concurrency 1,16,64] [--duration 5s] [--payload 200B] [--scenarios LIST] [--waiters N] [--hold DUR] [--json]",
+		"idem bench --store DSN [--concurrency 1,16,64] [--duration 5s] [--payload 200B] [--scenarios LIST] [--prefill 10k,1M] [--sweep-under-load 1M [--sweep-rate N]] [--waiters N] [--hold DUR] [--json]",
 		"Measures idem's engine against the raw driver doing the minimal statements of\n"+
 			"an idempotent request (claim, record, read) on the same store, in the same run,\n"+
 			"and prints ops/s, p50/p99 latency and the ratio idem/raw per scenario.\n"+
@@ -24,7 +25,13 @@ func cmdBench(ctx context.Context, e *env, args []string) int {
 			"passed to the store and shown in the header. Scenarios: first, replay, storm,\n"+
 			"mixed (the default set), waiters (a storm of --waiters callers on one key, run\n"+
 			"twice: parked by Engine.DoAsync, then as goroutines in DoBytes; store calls and\n"+
-			"peak memory), or all. See docs/performance.md.",
+			"peak memory), or all. With --prefill, both sides are loaded with terminal\n"+
+			"records up to each size in turn (COPY, multi-row INSERTs, pipelines) and the\n"+
+			"scenarios (default first,replay at c=16) run at each size: a growth curve.\n"+
+			"The end of the report gives each side's bytes per record and, on PostgreSQL,\n"+
+			"the share of its updates that were HOT. --sweep-under-load N loads N expired\n"+
+			"records and measures first-time requests (c=16) before, while and after a\n"+
+			"sweeper deletes them (--sweep-rate caps it, records/s). See docs/performance.md.",
 		"idem bench --store sqlite://bench.db --duration 2s")
 	store := f.String("store", "", "store DSN to measure: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, memory:// (required)")
 	conc := f.String("concurrency", "1,16,64", "comma-separated numbers of concurrent callers")
@@ -33,6 +40,9 @@ func cmdBench(ctx context.Context, e *env, args []string) int {
 	scenarios := f.String("scenarios", strings.Join(bench.DefaultScenarios, ","), "comma-separated scenarios, or all")
 	waiters := f.Int("waiters", 10000, "callers parked on one key in the waiters scenario")
 	hold := f.duration("hold", time.Second, "how long the waiters scenario holds its key")
+	prefill := f.String("prefill", "", "comma-separated table sizes to load both sides to before measuring, e.g. 10k,1M")
+	sweepLoad := f.String("sweep-under-load", "", "load this many expired records (e.g. 1M) and measure first-time requests while they are swept")
+	sweepRate := f.Float64("sweep-rate", 0, "with --sweep-under-load: the sweeper's cap, records a second (0: none)")
 	asJSON := f.Bool("json", false, "print the report as JSON")
 	pos, code, ok := f.parse(args)
 	if !ok {
@@ -52,6 +62,30 @@ func cmdBench(ctx context.Context, e *env, args []string) int {
 	if opt.Scenarios, err = bench.ParseScenarios(*scenarios); err != nil {
 		return f.usageError("--scenarios: %v", err)
 	}
+	if *prefill != "" {
+		if opt.Prefill, err = bench.ParsePrefill(*prefill); err != nil {
+			return f.usageError("--prefill: %v", err)
+		}
+		set := map[string]bool{}
+		f.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+		if !set["scenarios"] {
+			opt.Scenarios = []string{bench.ScenarioFirst, bench.ScenarioReplay}
+		}
+		if !set["concurrency"] {
+			opt.Concurrency = []int{16}
+		}
+	}
+	if *sweepLoad != "" {
+		ns, err := bench.ParsePrefill(*sweepLoad)
+		if err != nil || len(ns) != 1 {
+			return f.usageError("--sweep-under-load: want one count such as 1M")
+		}
+		opt.SweepUnderLoad = ns[0]
+	}
+	if *sweepRate < 0 || *sweepRate != *sweepRate {
+		return f.usageError("--sweep-rate must be 0 or more records a second")
+	}
+	opt.SweepRate = *sweepRate
 	switch {
 	case *store == "":
 		return f.usageError("--store is required")

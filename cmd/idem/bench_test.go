@@ -62,10 +62,18 @@ func TestBenchExitCodes(t *testing.T) {
 		{"bench", "--store", "memory://", "--duration", "1ms"},
 		{"bench", "--store", "nosuch://x"},
 		{"bench", "--store", "memory://", "extra"},
+		{"bench", "--store", "memory://", "--prefill", "1M,10k"},
+		{"bench", "--store", "memory://", "--prefill", "lots"},
+		{"bench", "--store", "memory://", "--sweep-under-load", "10k,1M"},
+		{"bench", "--store", "memory://", "--sweep-under-load", "1M", "--sweep-rate", "-1"},
 	} {
 		if _, e, code := runCLI(args...); code != exitUsage || !strings.Contains(e, "Run 'idem bench --help' for usage.") {
 			t.Errorf("%q: code %d, stderr %q", args, code, e)
 		}
+	}
+	// The memory store has no loader for --prefill: a failure that says so.
+	if _, e, code := runCLI("bench", "--store", "memory://", "--prefill", "10", "--duration", "20ms"); code != exitFailure || !strings.Contains(e, "no loader for memory") {
+		t.Fatalf("--prefill on memory://: code %d, stderr %q", code, e)
 	}
 	// A store that cannot be reached is a failure (1) with a clear message.
 	_, e, code := runCLI("bench", "--store", "redis://127.0.0.1:1/0", "--duration", "20ms")

@@ -172,9 +172,20 @@ func TestSweepPrintsProgress(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	out, errs, code := runCLI("sweep", "--store", "sqlite://"+path)
+	// --rate paces the batches: 1001 records at 2000/s take at least the
+	// half second the first batch buys (a lower bound only).
+	start := time.Now()
+	out, errs, code := runCLI("sweep", "--store", "sqlite://"+path, "--rate", "2000")
 	if code != 0 || !strings.Contains(out, "deleted 1001 expired records") || !strings.Contains(errs, "idem sweep: 1000 records deleted") {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	if took := time.Since(start); took < 500*time.Millisecond {
+		t.Fatalf("--rate 2000 swept 1001 records in %s, want at least 500ms", took)
+	}
+	for _, bad := range []string{"-1", "fast", "NaN"} {
+		if _, errs, code := runCLI("sweep", "--store", "sqlite://"+path, "--rate", bad); code != 2 || !strings.Contains(errs, "Run 'idem sweep --help' for usage.") {
+			t.Fatalf("--rate %s: exit %d, stderr %q; want a usage error", bad, code, errs)
+		}
 	}
 }
 

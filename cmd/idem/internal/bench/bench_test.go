@@ -63,6 +63,19 @@ func TestParsers(t *testing.T) {
 	if _, err := ParseScenarios("first,bogus"); err == nil {
 		t.Fatal("unknown scenario accepted")
 	}
+	if p, err := ParsePrefill("10k, 1M,10M"); err != nil || len(p) != 3 || p[0] != 10_000 || p[1] != 1_000_000 || p[2] != 10_000_000 {
+		t.Fatalf("ParsePrefill = %v, %v", p, err)
+	}
+	for _, bad := range []string{"", "0", "1M,10k", "10k,10k", "x", "-5"} {
+		if _, err := ParsePrefill(bad); err == nil {
+			t.Errorf("ParsePrefill(%q) accepted", bad)
+		}
+	}
+	for n, want := range map[int64]string{999: "999", 10_000: "10k", 2_500_000: "2.5M", 10_000_000: "10M"} {
+		if got := count(n); got != want {
+			t.Errorf("count(%d) = %q, want %q", n, got, want)
+		}
+	}
 }
 
 func TestDSNRewriting(t *testing.T) {

@@ -48,6 +48,19 @@ type Options struct {
 	// Hold is how long the waiters scenario holds the key before recording
 	// its outcome. Defaults to 1s.
 	Hold time.Duration
+	// Prefill, when set, lists table sizes in ascending order: before the
+	// scenarios run at each, both sides are loaded with terminal records
+	// up to that many (a growth curve). Replays then read prefilled
+	// records spread over the whole table. Defaults to none.
+	Prefill []int64
+	// SweepUnderLoad, when positive, replaces the scenarios: that many
+	// expired records are loaded into idem's side and swept by an
+	// idem.Sweeper while 16 callers make first-time requests, with the
+	// same requests measured before and after. Defaults to 0, off.
+	SweepUnderLoad int64
+	// SweepRate is the sweeper's MaxRate (records a second) in the
+	// SweepUnderLoad run; 0 is no cap.
+	SweepRate float64
 	// Progress, when not nil, receives a progress line while cells run.
 	// Defaults to none.
 	Progress io.Writer
@@ -94,6 +107,11 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Waiters < 1 || o.Waiters > 1_000_000 {
 		return o, fmt.Errorf("bench: Options.Waiters: %d is not between 1 and 1000000", o.Waiters)
+	}
+	for i, n := range o.Prefill {
+		if n < 1 || (i > 0 && n <= o.Prefill[i-1]) {
+			return o, fmt.Errorf("bench: Options.Prefill: %v is not a list of ascending positive sizes", o.Prefill)
+		}
 	}
 	if o.Hold == 0 {
 		o.Hold = time.Second
@@ -162,6 +180,37 @@ func ParseScenarios(s string) ([]string, error) {
 	}
 	if len(out) == 0 {
 		return nil, errors.New("empty scenario list")
+	}
+	return out, nil
+}
+
+// ParsePrefill parses a list of record counts such as "10k,1M,10M"
+// (k = 1,000, M = 1,000,000), ascending.
+func ParsePrefill(s string) ([]int64, error) {
+	var out []int64
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		mult := int64(1)
+		switch {
+		case strings.HasSuffix(p, "k") || strings.HasSuffix(p, "K"):
+			mult, p = 1000, p[:len(p)-1]
+		case strings.HasSuffix(p, "M"):
+			mult, p = 1000_000, p[:len(p)-1]
+		}
+		n, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || n < 1 || n > 1e12/mult {
+			return nil, fmt.Errorf("size %q is not a positive count (write e.g. 10k or 1M)", p)
+		}
+		if len(out) > 0 && n*mult <= out[len(out)-1] {
+			return nil, fmt.Errorf("sizes must ascend: %d after %d", n*mult, out[len(out)-1])
+		}
+		out = append(out, n*mult)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("empty list")
 	}
 	return out, nil
 }

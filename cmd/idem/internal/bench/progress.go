@@ -20,7 +20,7 @@ func newProgress(opt Options) *progress {
 	p := &progress{w: opt.Progress, plain: opt.ProgressPlain}
 	for _, sc := range opt.Scenarios {
 		if sc != ScenarioWaiters {
-			p.total += len(sidesOf(sc)) * len(opt.Concurrency)
+			p.total += len(sidesOf(sc)) * len(opt.Concurrency) * max(1, len(opt.Prefill))
 		}
 	}
 	return p

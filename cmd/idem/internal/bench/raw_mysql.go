@@ -57,6 +57,8 @@ func openMySQLTarget(ctx context.Context, d storeopen.DSN, name string) (*target
 		return errors.Join(errs...)
 	}
 	return &target{idemDSN: withQuery(d.Raw, "table", name), raw: raw, cleanup: cleanup,
+		footprint:      mysqlFootprint(db, name),
+		prefill:        sqlPrefill(db, [2]string{name + "_raw", name}, func(s string) string { return "`" + s + "`" }),
 		durability:     fmt.Sprintf("%s, innodb_flush_log_at_trx_commit=%s, sync_binlog=%s", version, flush, syncBinlog),
 		durabilityNote: mysqlDurabilityNote(flush)}, nil
 }

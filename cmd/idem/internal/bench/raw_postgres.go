@@ -53,6 +53,7 @@ func openPostgresTarget(ctx context.Context, d storeopen.DSN, name string) (*tar
 		return err
 	}
 	return &target{idemDSN: withQuery(d.Raw, "schema", name), raw: raw, cleanup: cleanup,
+		footprint: postgresFootprint(pool, name), prefill: postgresPrefill(pool, name),
 		durability:     fmt.Sprintf("PostgreSQL %s, synchronous_commit=%s, fsync=%s", version, syncCommit, fsync),
 		durabilityNote: postgresDurabilityNote(syncCommit, fsync)}, nil
 }
@@ -90,13 +91,15 @@ func (p *pgRaw) create(ctx context.Context) error {
 		fence bigint NOT NULL CHECK (fence > 0), attempt_id text NOT NULL, intent bytea, result bytea,
 		mark text NOT NULL DEFAULT '', created_at timestamptz NOT NULL, lease_until timestamptz,
 		completed_at timestamptz, expires_at timestamptz, waiting boolean NOT NULL DEFAULT false,
-		PRIMARY KEY (scope, key))`)
+		is_unknown boolean GENERATED ALWAYS AS (state = 'unknown') STORED,
+		PRIMARY KEY (scope, key)) WITH (fillfactor = 90)`)
 	if err == nil {
-		// The same secondary indexes as pgstore's schema: every write pays them.
-		_, err = p.pool.Exec(ctx, `CREATE INDEX ON `+p.table+` (state, created_at)`)
+		// The same secondary indexes as pgstore's schema (migration 0002):
+		// every write pays them, and neither stops a HOT update.
+		_, err = p.pool.Exec(ctx, `CREATE INDEX ON `+p.table+` (created_at)`)
 	}
 	if err == nil {
-		_, err = p.pool.Exec(ctx, `CREATE INDEX ON `+p.table+` (expires_at) WHERE state IN ('succeeded', 'failed')`)
+		_, err = p.pool.Exec(ctx, `CREATE INDEX ON `+p.table+` (created_at) WHERE is_unknown`)
 	}
 	if err != nil {
 		return fmt.Errorf("create the raw table: %w", err)

@@ -32,6 +32,7 @@ func openRedisTarget(ctx context.Context, d storeopen.DSN, name string) (*target
 	raw := &redisRaw{c: client, prefix: name + "_raw:"}
 	cleanup := func(ctx context.Context) error { return deleteMatching(ctx, client, name+"*") }
 	return &target{idemDSN: withQuery(d.Raw, "prefix", name), raw: raw, cleanup: cleanup,
+		footprint: redisFootprint(client, name), prefill: storePrefill(raw),
 		durability: dur, durabilityNote: note}, nil
 }
 

@@ -41,7 +41,8 @@ func openSQLiteTarget(ctx context.Context, d storeopen.DSN, name string) (*targe
 		_ = remove(ctx)
 		return nil, err
 	}
-	return &target{idemDSN: idemDSN, raw: raw, cleanup: remove,
+	return &target{idemDSN: idemDSN, raw: raw, cleanup: remove, footprint: sqliteFootprint(raw.w),
+		prefill:        sqlPrefill(raw.w, [2]string{"raw_records", "idem_records"}, func(s string) string { return `"` + s + `"` }),
 		durability:     "synchronous=" + sync + ", WAL, one writer connection",
 		durabilityNote: sqliteDurabilityNote(sync)}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -30,8 +31,20 @@ func WriteText(w io.Writer, rep *Report) error {
 	if h.DurabilityNote != "" {
 		fmt.Fprintf(&b, "               not durable: %s\n", h.DurabilityNote)
 	}
-	fmt.Fprintf(&b, "cells          %s each after a %s warm-up; payload %d B; replays cycle %d keys; concurrency %s\n",
-		h.Duration, h.Duration/10, h.Payload, replayKeys, joinInts(h.Concurrency))
+	switch {
+	case h.SweepUnderLoad > 0:
+		fmt.Fprintf(&b, "cells          phases of at least %s (slices of %s) at c=%d; payload %d B\n", h.Duration, sliceLen, sweepLoadCallers, h.Payload)
+	case len(h.Prefill) > 0:
+		ns := make([]string, len(h.Prefill))
+		for i, n := range h.Prefill {
+			ns[i] = count(n)
+		}
+		fmt.Fprintf(&b, "cells          %s each after a %s warm-up; payload %d B; prefilled to %s terminal records a side, replays spread over them; concurrency %s\n",
+			h.Duration, h.Duration/10, h.Payload, strings.Join(ns, ", "), joinInts(h.Concurrency))
+	default:
+		fmt.Fprintf(&b, "cells          %s each after a %s warm-up; payload %d B; replays cycle %d keys; concurrency %s\n",
+			h.Duration, h.Duration/10, h.Payload, replayKeys, joinInts(h.Concurrency))
+	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}
@@ -45,16 +58,105 @@ func WriteText(w io.Writer, rep *Report) error {
 			return err
 		}
 	}
-	return nil
+	if err := writeGrowth(w, rep.Cells); err != nil {
+		return err
+	}
+	if err := writeSweepLoad(w, rep.SweepLoad); err != nil {
+		return err
+	}
+	return writeFootprints(w, rep.Footprints)
+}
+
+// writeGrowth writes, for prefilled runs, each side's throughput and p99 at
+// every table size beside the same at the smallest size.
+func writeGrowth(w io.Writer, cells []Cell) error {
+	type at struct {
+		sc, side string
+		c        int
+	}
+	first := map[at]Cell{}
+	var rows []Cell
+	for _, c := range cells {
+		if c.Prefill == 0 || c.Error != "" || c.Side == sideIdemCache {
+			continue
+		}
+		k := at{c.Scenario, c.Side, c.Concurrency}
+		if _, ok := first[k]; !ok {
+			first[k] = c
+		}
+		rows = append(rows, c)
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\ngrowth — each cell against the same cell at the smallest table\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tc\tside\trecords\tops/s\tp99\tops/s vs smallest\tp99 vs smallest\t")
+	for _, c := range rows {
+		f := first[at{c.Scenario, c.Side, c.Concurrency}]
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%.2f\t%.2f\t\n", c.Scenario, c.Concurrency, c.Side, count(c.Prefill),
+			rate(c.OpsPerSec), msString(c.P99), c.OpsPerSec/f.OpsPerSec, c.P99/f.P99)
+	}
+	return tw.Flush()
+}
+
+// count formats a record count: 10k, 1M, 2.5M, 999.
+func count(n int64) string {
+	switch {
+	case n >= 1e6 && n%1e5 == 0:
+		return strconv.FormatFloat(float64(n)/1e6, 'f', -1, 64) + "M"
+	case n >= 1e3 && n%100 == 0:
+		return strconv.FormatFloat(float64(n)/1e3, 'f', -1, 64) + "k"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func writeFootprints(w io.Writer, fs []Footprint) error {
+	if len(fs) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nfootprint at the end of the run (%s)\n", fs[0].How)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	hot := fs[0].Updates > 0 || fs[len(fs)-1].Updates > 0
+	if hot {
+		fmt.Fprintln(tw, "side\trecords\tbytes\tB/record\tidem/raw\tupdates\tHOT\tHOT %\t")
+	} else {
+		fmt.Fprintln(tw, "side\trecords\tbytes\tB/record\tidem/raw\t")
+	}
+	var raw float64
+	for _, f := range fs {
+		ratio := ""
+		if f.Side == sideRaw {
+			raw = f.BytesPerRecord
+		} else if raw > 0 {
+			ratio = fmt.Sprintf("%.2f", f.BytesPerRecord/raw)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%s\t", f.Side, f.Records, f.Bytes, f.BytesPerRecord, ratio)
+		if hot {
+			fmt.Fprintf(tw, "%d\t%d\t%.1f\t", f.Updates, f.HOTUpdates, 100*f.HOTRatio())
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
 }
 
 func writeScenario(w io.Writer, sc string, cells []Cell) error {
 	fmt.Fprintf(w, "\n%s\n", scenarioTitles[sc])
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	prefilled := false
+	for _, c := range cells {
+		prefilled = prefilled || c.Prefill > 0
+	}
+	if prefilled {
+		fmt.Fprint(tw, "records\t")
+	}
 	fmt.Fprintln(tw, "c\tside\tops/s\tp50\tp99\tidem/raw\tfirst\treplays\tconflicts\t")
 	for _, c := range cells {
 		if c.Scenario != sc {
 			continue
+		}
+		if prefilled {
+			fmt.Fprintf(tw, "%s\t", count(c.Prefill))
 		}
 		if c.Error != "" {
 			fmt.Fprintf(tw, "%d\t%s\tfailed\t\t\t\t\t\t\t\n", c.Concurrency, c.Side)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +20,12 @@ type Report struct {
 	Header  Header          `json:"header"`
 	Cells   []Cell          `json:"cells"`
 	Waiters []*WaiterResult `json:"waiters,omitempty"`
+	// Footprints are what each side's table held at the end (bytes per
+	// record; PostgreSQL: HOT updates over the run); none for the memory
+	// store.
+	Footprints []Footprint `json:"footprints,omitempty"`
+	// SweepLoad is the sweep-under-load run (Options.SweepUnderLoad).
+	SweepLoad *SweepLoadResult `json:"sweep_under_load,omitempty"`
 }
 
 // Header describes the run: when, where, against what.
@@ -46,6 +53,8 @@ type Header struct {
 	Duration       time.Duration `json:"duration_ns"`
 	Payload        int           `json:"payload_bytes"`
 	Concurrency    []int         `json:"concurrency"`
+	Prefill        []int64       `json:"prefill,omitempty"`
+	SweepUnderLoad int64         `json:"sweep_under_load,omitempty"`
 }
 
 // Cell is one measurement: a scenario, a side and a concurrency.
@@ -67,6 +76,8 @@ type Cell struct {
 	Ratio float64 `json:"ratio,omitempty"`
 	// Error, when not empty, is why the cell failed; its figures are zero.
 	Error string `json:"error,omitempty"`
+	// Prefill is how many prefilled records each side held (--prefill).
+	Prefill int64 `json:"prefill,omitempty"`
 }
 
 // Run measures opt.Store. The store must be reachable; everything the run
@@ -97,7 +108,21 @@ func Run(ctx context.Context, opt Options) (rep *Report, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	defer func() { err = errors.Join(err, st.Close()) }()
+	var closeOnce sync.Once
+	closeStore := func() (err error) {
+		closeOnce.Do(func() { err = st.Close() })
+		return err
+	}
+	defer func() { err = errors.Join(err, closeStore()) }()
+	var before []Footprint
+	if opt.SweepUnderLoad > 0 {
+		t.footprint = nil // the sweep empties idem's side and the raw side stays empty
+	}
+	if t.footprint != nil {
+		if before, err = t.footprint(ctx); err != nil {
+			return nil, fmt.Errorf("bench: measuring the tables: %w", err)
+		}
+	}
 	w, err := newWorkload(st, t.raw, opt.Payload)
 	if err != nil {
 		return nil, err
@@ -106,7 +131,20 @@ func Run(ctx context.Context, opt Options) (rep *Report, err error) {
 	defer w.cacheEng.Close()
 	pr := newProgress(opt)
 	var cellErrs []error
+	switch {
+	case opt.SweepUnderLoad > 0:
+		if rep.SweepLoad, err = runSweepUnderLoad(ctx, w, t, st, opt, pr); err != nil {
+			return nil, err
+		}
+	case len(opt.Prefill) > 0:
+		if err := runPrefilled(ctx, rep, w, t, st, opt, pr, &cellErrs); err != nil {
+			return nil, err
+		}
+	}
 	for _, sc := range opt.Scenarios {
+		if len(opt.Prefill) > 0 || opt.SweepUnderLoad > 0 {
+			break
+		}
 		if sc == ScenarioWaiters {
 			// Async first: its peak RSS is not inflated by the memory
 			// the goroutine run leaves to the runtime.
@@ -131,6 +169,18 @@ func Run(ctx context.Context, opt Options) (rep *Report, err error) {
 	}
 	pr.done()
 	rep.Header.LoadEnd = loadAvg()
+	if t.footprint != nil {
+		// idem's store first reports its counters as it closes.
+		if err := closeStore(); err != nil {
+			return rep, errors.Join(append(cellErrs, err)...)
+		}
+		after, err := t.footprint(ctx)
+		if err != nil {
+			cellErrs = append(cellErrs, fmt.Errorf("bench: measuring the tables: %w", err))
+		} else {
+			rep.Footprints = footprintDelta(before, after)
+		}
+	}
 	return rep, errors.Join(cellErrs...)
 }
 
@@ -138,7 +188,8 @@ func newHeader(d storeopen.DSN, opt Options) Header {
 	host, _ := os.Hostname()
 	return Header{Date: time.Now().UTC().Truncate(time.Second), Host: host, OS: runtime.GOOS, Arch: runtime.GOARCH,
 		CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadStart: loadAvg(), Store: d.Redacted(),
-		StoreOptions: storeOptions(d.Raw), Duration: opt.Duration, Payload: opt.Payload, Concurrency: opt.Concurrency}
+		StoreOptions: storeOptions(d.Raw), Duration: opt.Duration, Payload: opt.Payload, Concurrency: opt.Concurrency,
+		Prefill: opt.Prefill, SweepUnderLoad: opt.SweepUnderLoad}
 }
 
 func newWorkload(st idem.Store, raw rawStore, payload int) (*workload, error) {
@@ -165,7 +216,7 @@ const sliceLen = 500 * time.Millisecond
 // the seconds of a cell (a checkpoint, a neighbour's burst) falls on every
 // side alike instead of on whichever ran at the time.
 func runScenario(ctx context.Context, rep *Report, w *workload, sc string, opt Options, pr *progress, cellErrs *[]error) error {
-	if sc == ScenarioReplay || sc == ScenarioMixed {
+	if (sc == ScenarioReplay || sc == ScenarioMixed) && w.prefilled == 0 {
 		pr.line("recording %d keys for replays", replayKeys)
 		if err := w.prepare(ctx); err != nil {
 			return fmt.Errorf("bench: recording replay keys: %w", err)
@@ -219,6 +270,7 @@ func runScenario(ctx context.Context, rep *Report, w *workload, sc string, opt O
 				continue
 			}
 			cell := toCell(sc, side, c, acc[i])
+			cell.Prefill = w.prefilled
 			if side == sideRaw {
 				rawRate = cell.OpsPerSec
 			} else if rawRate > 0 {
@@ -237,4 +289,37 @@ func toCell(sc, side string, c int, r *cellResult) Cell {
 		OpsPerSec: float64(r.ops) / r.elapsed.Seconds(),
 		P50:       ms(r.hist.quantile(0.50)), P99: ms(r.hist.quantile(0.99)),
 		First: r.outcomes[outFirst], Replays: r.outcomes[outReplay], Conflicts: r.outcomes[outConflict]}
+}
+
+// runPrefilled loads both sides up to each size of opt.Prefill in turn and
+// runs the scenarios there.
+func runPrefilled(ctx context.Context, rep *Report, w *workload, t *target, st idem.Store, opt Options, pr *progress, cellErrs *[]error) error {
+	if t.prefill == nil {
+		return fmt.Errorf("bench: --prefill: no loader for %s", t.scheme)
+	}
+	var loaded int64
+	for _, n := range opt.Prefill {
+		start := time.Now()
+		last := time.Time{}
+		err := t.prefill(ctx, st, prefillSpec{}, loaded, n, w.payload, func(side string, done int64) {
+			if time.Since(last) >= time.Second || done == n-loaded {
+				last = time.Now()
+				pr.line("prefill %s: %d/%d records (%.0f/s)", side, loaded+done, n, float64(done)/time.Since(start).Seconds())
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("bench: prefill to %d: %w", n, err)
+		}
+		pr.line("prefilled %d records a side in %s", n, time.Since(start).Round(time.Millisecond))
+		loaded, w.prefilled = n, n
+		for _, sc := range opt.Scenarios {
+			if sc == ScenarioWaiters {
+				continue
+			}
+			if err := runScenario(ctx, rep, w, sc, opt, pr, cellErrs); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -40,6 +40,17 @@ type workload struct {
 	payload  []byte
 	prepOnce sync.Once
 	prepErr  error
+	// prefilled is how many prefilled records each side holds; replays
+	// read those instead of the replayKeys recorded by prepare.
+	prefilled int64
+}
+
+// replayKeyOf is the key request n of a replay cell reads.
+func (w *workload) replayKeyOf(n int64) string {
+	if w.prefilled > 0 {
+		return prefillReplayKey(n, w.prefilled)
+	}
+	return replayKey(n)
 }
 
 var errEffectOnReplay = errors.New("a replay ran the effect")
@@ -131,9 +142,9 @@ func (w *workload) opFor(scenario, side, prefix string) op {
 	case ScenarioReplay:
 		return func(ctx context.Context, n int64) (outcome, error) {
 			if raw {
-				return outReplay, w.raw.read(ctx, replayKey(n))
+				return outReplay, w.raw.read(ctx, w.replayKeyOf(n))
 			}
-			out, err := w.do(ctx, eng, replayKey(n))
+			out, err := w.do(ctx, eng, w.replayKeyOf(n))
 			if err == nil && out != outReplay {
 				err = errEffectOnReplay
 			}

@@ -155,3 +155,69 @@ func mysqlTestURL(t testing.TB) string {
 
 // likePrefix is scratchPrefix as a LIKE pattern matching what it starts.
 func likePrefix() string { return strings.ReplaceAll(scratchPrefix, "_", `\_`) + "%" }
+
+// TestPrefillFootprintAndSweepUnderLoad: on each store, --prefill loads
+// both sides to each size before its cells, the footprint counts what the
+// tables hold (PostgreSQL: the run's updates, HOT ones among them), and
+// --sweep-under-load sweeps every expired record it loaded; nothing is
+// left behind.
+func TestPrefillFootprintAndSweepUnderLoad(t *testing.T) {
+	ctx := context.Background()
+	old := scratchPrefix
+	scratchPrefix = fmt.Sprintf("idem_bench_p%d_", time.Now().UnixNano()%1e9)
+	t.Cleanup(func() { scratchPrefix = old })
+	cases := map[string]func(t testing.TB) string{
+		"postgres": testenv.Postgres.Need,
+		"mysql":    mysqlTestURL,
+		"redis":    testenv.Redis.Need,
+		"sqlite":   func(t testing.TB) string { return "sqlite://" + t.TempDir() + "/b.db" },
+	}
+	for name, dsnOf := range cases {
+		t.Run(name, func(t *testing.T) {
+			dsn := dsnOf(t)
+			rep, err := Run(ctx, Options{Store: dsn, Concurrency: []int{4}, Duration: 30 * time.Millisecond,
+				Scenarios: []string{ScenarioFirst, ScenarioReplay}, Prefill: []int64{200, 500}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var first int64
+			sizes := map[int64]int{}
+			for _, c := range rep.Cells {
+				sizes[c.Prefill]++
+				if c.Side == sideIdem && c.Scenario == ScenarioFirst {
+					first += c.First
+				}
+				if c.Scenario == ScenarioReplay && c.Side != sideRaw && c.Replays == 0 {
+					t.Errorf("%s at %d records replayed nothing", c.Side, c.Prefill)
+				}
+			}
+			if sizes[200] != 5 || sizes[500] != 5 || len(sizes) != 2 {
+				t.Fatalf("cells by prefill size: %v, want 5 at 200 and 5 at 500", sizes)
+			}
+			if len(rep.Footprints) != 2 {
+				t.Fatalf("footprints: %+v", rep.Footprints)
+			}
+			for _, f := range rep.Footprints {
+				if f.Records < 500 || f.Bytes <= 0 || f.BytesPerRecord <= 0 {
+					t.Errorf("%s footprint %+v: want at least the 500 prefilled records and their bytes", f.Side, f)
+				}
+			}
+			if name == "postgres" {
+				idem := rep.Footprints[1]
+				if idem.Side != sideIdem || idem.Updates < first || idem.HOTUpdates > idem.Updates {
+					t.Errorf("idem's updates %+v, want at least the %d first-time finishes", idem, first)
+				}
+			}
+			if name == "redis" {
+				return // records expire by their keys' TTL; the sweep has nothing to do
+			}
+			rep, err = Run(ctx, Options{Store: dsn, Duration: 30 * time.Millisecond, SweepUnderLoad: 3000, SweepRate: 1e6})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := rep.SweepLoad; s == nil || s.Deleted != 3000 || s.Batches != 4 || s.During.Ops == 0 || s.Before.Ops == 0 || s.After.Ops == 0 {
+				t.Fatalf("sweep under load: %+v, want 3000 deleted in 4 batches beside first-time requests", rep.SweepLoad)
+			}
+		})
+	}
+}

@@ -42,6 +42,12 @@ type target struct {
 	durabilityNote string
 	// cleanup drops everything the bench created (both sides).
 	cleanup func(ctx context.Context) error
+	// footprint, when set, measures what both sides hold (bytes per
+	// record, HOT updates); it runs once idem's store is closed.
+	footprint footprinter
+	// prefill, when set, loads terminal records into both sides
+	// (--prefill).
+	prefill prefiller
 }
 
 // rawRow is what the raw side writes, mirroring a record's columns.

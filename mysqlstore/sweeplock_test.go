@@ -1,0 +1,96 @@
+package mysqlstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// TestSweepDoesNotHoldNewClaims: while a sweep batch is in progress (here
+// held up by a row lock on one of the expired records), a new claim's
+// insert goes through at once. Under REPEATABLE READ the batch's range
+// scan of the expires_at index took next-key locks, whose first gap is
+// where every in-progress record's entry (expires_at NULL) goes, and each
+// batch held every first-time claim until it committed; the sweep now runs
+// under READ COMMITTED. The insert runs with a one-second lock wait, so the
+// old behaviour fails with a lock wait timeout instead of hanging.
+func TestSweepDoesNotHoldNewClaims(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	for _, k := range []string{"old-1", "old-2"} {
+		c, err := f.st.Claim(ctx, idem.ClaimParams{Scope: "s", Key: k, Fingerprint: fp(k), AttemptID: "a", Now: t0, LeaseUntil: t0.Add(time.Minute)})
+		if err == nil {
+			_, err = f.st.Finish(ctx, idem.FinishParams{Scope: "s", Key: k, Fence: c.Record.Fence, AttemptID: "a",
+				State: idem.StateSucceeded, Result: []byte("v"), CompletedAt: t0, ExpiresAt: t0.Add(time.Hour)})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Hold the second expired record's row lock: the sweep deletes the
+	// first and then waits here, mid-batch.
+	holder, err := f.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	var n int
+	if err := holder.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+f.table+"` WHERE scope = 's' AND `key` = 'old-2' FOR UPDATE").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("lock old-2: %d, %v", n, err)
+	}
+	swept := make(chan error, 1)
+	go func() {
+		n, err := f.st.Sweep(ctx, idem.SweepParams{Now: t0.Add(2 * time.Hour), Limit: 10})
+		if err == nil && n != 2 {
+			t.Errorf("sweep deleted %d, want 2", n)
+		}
+		swept <- err
+	}()
+	// Wait until the sweep is blocked on old-2.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var waiting int
+		err := f.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE 'DELETE FROM `"+f.table+"`%'").Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		select {
+		case err := <-swept:
+			t.Fatalf("the sweep ended (%v) while a record it must delete was locked", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			rows, _ := f.db.QueryContext(ctx, "SELECT trx_state, COALESCE(trx_query, '') FROM information_schema.INNODB_TRX")
+			for rows != nil && rows.Next() {
+				var a, b string
+				_ = rows.Scan(&a, &b)
+				t.Logf("trx %s %q", a, b)
+			}
+			t.Fatal("the sweep never waited on the held row")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	conn, err := f.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, "INSERT INTO `"+f.table+"` (scope, `key`, fingerprint, state, fence, attempt_id, created_at, lease_until) "+
+		"VALUES ('s', 'new', ?, 'in_progress', 1, 'b', ?, ?)", make([]byte, 32), t0.Add(2*time.Hour).UnixMicro(), t0.Add(3*time.Hour).UnixMicro()); err != nil {
+		t.Fatalf("a new claim's insert during a sweep batch: %v", err)
+	}
+	if err := holder.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-swept; err != nil {
+		t.Fatal(err)
+	}
+}

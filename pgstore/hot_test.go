@@ -1,0 +1,234 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/pgstore"
+)
+
+// tableStats reads the update counters of s's table, once every pool
+// connection has had a chance to report its own: a backend flushes its
+// counters at the end of a transaction at most once a second, so the test
+// runs a statement on every idle connection until the count of updates
+// covers what it expects (or a generous deadline passes).
+func tableStats(t *testing.T, s *pgstore.Store, wantUpd int64) (upd, hot int64) {
+	t.Helper()
+	pool := sharedPool()
+	ctx := context.Background()
+	schema, table, _ := strings.Cut(s.QuotedTable(), ".")
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		for _, c := range pool.AcquireAllIdle(ctx) {
+			_, _ = c.Exec(ctx, "SELECT 1")
+			c.Release()
+		}
+		err := pool.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
+			WHERE schemaname = $1 AND relname = $2`, unquote(schema), unquote(table)).Scan(&upd, &hot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if upd >= wantUpd || time.Now().After(deadline) {
+			return upd, hot
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+func unquote(s string) string { return strings.Trim(s, `"`) }
+
+// Recording an outcome must be a HOT update: no index mentions a column a
+// finish writes (migration 0002), and fillfactor leaves the page room for
+// the finished row. First-time requests through the engine, from 16
+// callers, with a 200-byte result.
+func TestFirstTimeFinishIsHOT(t *testing.T) {
+	s := newStore(t, pgstore.Config{})
+	eng, err := idem.New(s, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	const callers, perCaller = 16, 200
+	result := []byte(strings.Repeat("x", 200))
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perCaller {
+				key := fmt.Sprintf("hot-%02d-%05d-0123456789abcdef", c, i)
+				_, err := eng.DoBytes(context.Background(), idem.Request{Scope: "bench", Key: idem.Key(key), Fingerprint: idem.NewFingerprint([]byte(key))},
+					func(context.Context, *idem.Attempt) ([]byte, error) { return result, nil })
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	upd, hot := tableStats(t, s, callers*perCaller)
+	if upd < callers*perCaller {
+		t.Fatalf("pg_stat_user_tables counts %d updates, want at least %d", upd, callers*perCaller)
+	}
+	ratio := float64(hot) / float64(upd)
+	t.Logf("%d of %d updates HOT (%.1f%%)", hot, upd, 100*ratio)
+	if ratio < 0.9 {
+		t.Fatalf("%d of %d updates HOT (%.1f%%), want at least 90%%", hot, upd, 100*ratio)
+	}
+}
+
+// Every listing the CLI makes and the bounded sweep run on an index, also
+// on a table large enough that the planner has a choice. The plans are
+// read with EXPLAIN (no ANALYZE: nothing runs).
+func TestListAndSweepUseIndexes(t *testing.T) {
+	s := newStore(t, pgstore.Config{})
+	ctx := context.Background()
+	pool := sharedPool()
+	// 50,000 terminal records a minute apart, one in a thousand unknown.
+	_, err := pool.Exec(ctx, `INSERT INTO `+s.QuotedTable()+` (scope, key, fingerprint, state, fence, attempt_id, result,
+		created_at, lease_until, completed_at, expires_at)
+		SELECT 'bench', 'key-' || i, '\x'::bytea || sha256(i::text::bytea), CASE WHEN i % 1000 = 0 THEN 'unknown' ELSE 'succeeded' END,
+			1, md5(i::text), CASE WHEN i % 1000 = 0 THEN NULL ELSE convert_to(repeat('x', 200), 'UTF8') END,
+			t, t + interval '30 seconds', t, CASE WHEN i % 1000 = 0 THEN NULL ELSE t + interval '1 day' END
+		FROM generate_series(1, 50000) i, LATERAL (SELECT timestamptz '2030-01-01' + i * interval '1 minute' AS t) c`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "ANALYZE "+s.QuotedTable()); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2030, 1, 20, 0, 0, 0, 0, time.UTC)
+	unknown, unknownArgs := s.ListSQL(idem.ListFilter{States: []idem.State{idem.StateUnknown}, Limit: 100})
+	older, olderArgs := s.ListSQL(idem.ListFilter{CreatedBefore: now.Add(-24 * time.Hour), Limit: 100})
+	olderUnknown, olderUnknownArgs := s.ListSQL(idem.ListFilter{States: []idem.State{idem.StateUnknown}, CreatedBefore: now.Add(-time.Hour), Limit: 100})
+	for _, q := range []struct {
+		name, sql string
+		args      []any
+		index     string
+	}{
+		{"list --state unknown", unknown, unknownArgs, "_unknown_idx"},
+		{"list --older-than", older, olderArgs, "_created_idx"},
+		{"list --state unknown --older-than", olderUnknown, olderUnknownArgs, "_unknown_idx"},
+		{"sweep", s.SweepSQL(), []any{now, int64(1000)}, "_created_idx"},
+		// Nothing expired, retention a day: the walk is an index range.
+		{"sweep, bounded, nothing expired", s.SweepSinceSQL(), []any{time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC), int64(1000),
+			time.Date(2030, 1, 1, 0, 1, 0, 0, time.UTC)}, "_created_idx"},
+	} {
+		plan := explain(t, pool, q.sql, q.args...)
+		if strings.Contains(plan, "Seq Scan") || !strings.Contains(plan, q.index) {
+			t.Errorf("%s: want a scan of %s and no sequential scan:\n%s", q.name, q.index, plan)
+		}
+	}
+}
+
+func explain(t *testing.T, pool interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, query string, args ...any) string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), "EXPLAIN "+query, args...)
+	if err != nil {
+		t.Fatalf("EXPLAIN %s: %v", query, err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Once a store has recorded an outcome, its sweep reads only records
+// created before Now minus the shortest retention it recorded (plus a
+// minute): one recorded elsewhere with a shorter retention is swept late,
+// once that bound passes it, and never missed; one that has expired under
+// the retention this store knows is swept at once.
+func TestSweepBoundByRecordedRetention(t *testing.T) {
+	a := newStore(t, pgstore.Config{})
+	b, err := pgstore.New(context.Background(), sharedPool(), pgstore.Config{Schema: a.Schema(), DisableNotify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	// a records with a retention of an hour, b (another process) with one
+	// of a minute.
+	long := mustClaim(t, a, claimParams("long", "a", t0))
+	mustFinish(t, a, succeed(long, "ok", t0, time.Hour))
+	short := mustClaim(t, b, claimParams("short", "b", t0))
+	mustFinish(t, b, succeed(short, "ok", t0, time.Minute))
+
+	sweep := func(now time.Time) int {
+		n, err := a.Sweep(ctx, idem.SweepParams{Now: now, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// At t0+2m "short" has expired, but a's walk stops at records created
+	// before t0+2m-1h+1m: it is left for later.
+	if n := sweep(t0.Add(2 * time.Minute)); n != 0 {
+		t.Fatalf("sweep at t0+2m removed %d, want 0 (short is swept late)", n)
+	}
+	if _, err := a.Get(ctx, "tenant-1", "short"); err != nil {
+		t.Fatalf("short: %v, want it still there", err)
+	}
+	// Once the bound passes its creation, both go.
+	if n := sweep(t0.Add(time.Hour + time.Second)); n != 2 {
+		t.Fatalf("sweep at t0+1h1s removed %d, want 2", n)
+	}
+	// b has recorded only a minute's retention: under the slack, it walks
+	// everything and sweeps at once.
+	again := mustClaim(t, b, claimParams("again", "b", t0))
+	mustFinish(t, b, succeed(again, "ok", t0, time.Minute))
+	if n, err := b.Sweep(ctx, idem.SweepParams{Now: t0.Add(2 * time.Minute), Limit: 100}); err != nil || n != 1 {
+		t.Fatalf("b's sweep = %d, %v; want 1", n, err)
+	}
+}
+
+// A table of schema version 1 with records in it is migrated to the HOT
+// layout: the unknown record is listed (its is_unknown computed for the
+// rows already there) and the terminal one is still swept.
+func TestMigrateFromVersion1(t *testing.T) {
+	pool := testPool(t)
+	ctx := context.Background()
+	s, err := pgstore.New(ctx, pool, pgstore.Config{Schema: freshSchema(t, pool)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.MigrateFirst(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	u := mustClaim(t, s, claimParams("was-unknown", "a", t0))
+	if _, err := s.Finish(ctx, idem.FinishParams{Scope: u.Record.Scope, Key: u.Record.Key, Fence: 1, AttemptID: "a",
+		State: idem.StateUnknown, CompletedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	d := mustClaim(t, s, claimParams("was-done", "a", t0))
+	mustFinish(t, s, succeed(d, "ok", t0, time.Hour))
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate from version 1: %v", err)
+	}
+	if v, _, err := s.CheckSchema(ctx); err != nil || v != 2 {
+		t.Fatalf("schema version %d, %v; want 2", v, err)
+	}
+	got, err := s.List(ctx, idem.ListFilter{States: []idem.State{idem.StateUnknown}})
+	if err != nil || len(got) != 1 || got[0].Key != "was-unknown" {
+		t.Fatalf("unknown records after the migration: %+v, %v", got, err)
+	}
+	if n, err := s.Sweep(ctx, idem.SweepParams{Now: t0.Add(2 * time.Hour), Limit: 10}); err != nil || n != 1 {
+		t.Fatalf("sweep after the migration = %d, %v; want 1", n, err)
+	}
+}

@@ -1,0 +1,106 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemkit/idem/pgstore"
+)
+
+// benchPrefills are the table sizes BenchmarkClaimFinish runs at: none and
+// 10k by default; IDEM_BENCH_PREFILL lists others ("0,10k,1M,10M"), which
+// take minutes to load.
+func benchPrefills(b *testing.B) []int64 {
+	env := os.Getenv("IDEM_BENCH_PREFILL")
+	if env == "" {
+		return []int64{0, 10_000}
+	}
+	var out []int64
+	for _, p := range strings.Split(env, ",") {
+		p = strings.TrimSpace(p)
+		mult := int64(1)
+		switch {
+		case strings.HasSuffix(p, "k"):
+			mult, p = 1000, strings.TrimSuffix(p, "k")
+		case strings.HasSuffix(p, "M"):
+			mult, p = 1_000_000, strings.TrimSuffix(p, "M")
+		}
+		n, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || n < 0 {
+			b.Fatalf("IDEM_BENCH_PREFILL: %q is not a size such as 10k or 1M", p)
+		}
+		out = append(out, n*mult)
+	}
+	return out
+}
+
+func sizeLabel(n int64) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return fmt.Sprint(n/1_000_000, "M")
+	case n >= 1000 && n%1000 == 0:
+		return fmt.Sprint(n/1000, "k")
+	}
+	return fmt.Sprint(n)
+}
+
+// prefillTable COPYs n succeeded records with 200-byte results into s's
+// table, created a microsecond apart and expiring in a day, then ANALYZEs.
+func prefillTable(b *testing.B, s *pgstore.Store, n int64) {
+	if n == 0 {
+		return
+	}
+	ctx := context.Background()
+	fp := make([]byte, 32)
+	result := []byte(strings.Repeat("x", 200))
+	base := t0.Add(-24 * time.Hour)
+	cols := []string{"scope", "key", "fingerprint", "state", "fence", "attempt_id", "result", "created_at", "lease_until", "completed_at", "expires_at"}
+	const batch = 50_000
+	for lo := int64(0); lo < n; lo += batch {
+		rows := make([][]any, 0, batch)
+		for i := lo; i < min(n, lo+batch); i++ {
+			c := base.Add(time.Duration(i) * time.Microsecond)
+			rows = append(rows, []any{"tenant-1", "pf-" + strconv.FormatInt(i, 10), fp, "succeeded", int64(1),
+				"0123456789abcdef0123456789abcdef", result, c, c.Add(30 * time.Second), c, t0.Add(24 * time.Hour)})
+		}
+		if _, err := sharedPool().CopyFrom(ctx, pgx.Identifier{s.Schema(), s.Config().Table}, cols, pgx.CopyFromRows(rows)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := sharedPool().Exec(ctx, "ANALYZE "+s.QuotedTable()); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkClaimFinish is a first-time request through the store — Claim,
+// then Finish with the claim, as the engine sends them — from 16 callers
+// on a table already holding prefill records (benchstat compares the
+// sizes: prefill=0 against prefill=1M).
+func BenchmarkClaimFinish(b *testing.B) {
+	for _, n := range benchPrefills(b) {
+		b.Run("prefill="+sizeLabel(n), func(b *testing.B) {
+			s, _ := benchStore(b)
+			prefillTable(b, s, n)
+			ctx := context.Background()
+			result := []byte(strings.Repeat("x", 200))
+			runConcurrent(b, func(i int64) {
+				c, err := s.Claim(ctx, claimParams(fmt.Sprint("first-", i), "a", t0))
+				if err != nil || !c.Claimed {
+					b.Fatal(err)
+				}
+				p := succeed(c, "", t0, time.Hour)
+				p.Result, p.Claim = result, c.Record
+				if _, err := s.Finish(ctx, p); err != nil {
+					b.Fatal(err)
+				}
+			})
+		})
+	}
+}
