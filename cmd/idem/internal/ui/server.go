@@ -28,6 +28,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -98,6 +99,14 @@ type Config struct {
 	AllowRemote bool
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
+	// RunningEvery is how often the in_progress records are listed in the
+	// background, so that a page finds those whose lease has passed (unknown
+	// to every reader) without walking the store: on PostgreSQL, which
+	// keeps no index on them, that walk reads every record. A record whose
+	// lease ran out shows on the unknown list within this interval (a
+	// stored unknown one at once). Defaults to 10s; negative lists them
+	// with each page instead.
+	RunningEvery time.Duration
 }
 
 // Errors of [New].
@@ -115,6 +124,9 @@ type Server struct {
 	audit    *auditLog
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
+	// running is the latest in_progress snapshot; nil when pages list them
+	// live (RunningEvery < 0).
+	running atomic.Pointer[snapshot]
 }
 
 // New checks cfg, fills its defaults and returns the server. Close stops
@@ -143,6 +155,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.RunningEvery == 0 {
+		cfg.RunningEvery = 10 * time.Second
+	}
 	tm, err := parseTemplates()
 	if err != nil {
 		return nil, err
@@ -158,11 +173,46 @@ func New(cfg Config) (*Server, error) {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.metrics.run(ctx, cfg.MetricsEvery, cfg.Logger) }()
 	}
+	if cfg.RunningEvery > 0 {
+		s.refreshRunning(ctx) // the first pages see them too
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			t := time.NewTicker(cfg.RunningEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					s.refreshRunning(ctx)
+				}
+			}
+		}()
+	}
 	s.routes()
 	return s, nil
 }
 
-// Close stops the background sampling of MetricsURL.
+// refreshRunning replaces the in_progress snapshot. When the store cannot
+// be listed the previous snapshot stays (a page says so only if the store
+// fails it too); before any snapshot, pages list in_progress records live.
+func (s *Server) refreshRunning(ctx context.Context) {
+	sn, cut, err := takeSnapshot(ctx, s.cfg.Store, s.cfg.Now())
+	if err != nil {
+		if ctx.Err() == nil {
+			s.cfg.Logger.Warn("idem ui: in_progress records could not be listed; the unknown list keeps the last snapshot", "err", err)
+		}
+		return
+	}
+	if cut {
+		s.cfg.Logger.Warn("idem ui: more in_progress records than the dashboard tracks; the oldest are shown", "max", maxRunning)
+	}
+	s.running.Store(sn)
+}
+
+// Close stops the background sampling of MetricsURL and of the
+// in_progress records.
 func (s *Server) Close() error {
 	s.stop()
 	s.wg.Wait()

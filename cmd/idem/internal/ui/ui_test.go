@@ -37,6 +37,7 @@ const testToken = "0123456789abcdef0123456789abcdef"
 type fixture struct {
 	t     *testing.T
 	st    *memstore.Store
+	s     *Server
 	srv   *httptest.Server
 	c     *http.Client
 	audit string
@@ -53,6 +54,11 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 	t.Cleanup(func() { eng.Close() })
 	cfg.Store = st
 	cfg.Token = []byte(testToken)
+	if cfg.RunningEvery == 0 {
+		// The tests make records after New: pages list in_progress
+		// records live. TestRunningSnapshot tests the snapshot.
+		cfg.RunningEvery = -1
+	}
 	if cfg.Decide == nil {
 		cfg.Decide = func(ctx context.Context, d Decision) (*idem.Record, error) {
 			res := idem.Resolution{Actor: d.Operator, Reason: d.Reason, IfFence: d.IfFence, Result: d.Body}
@@ -76,7 +82,7 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 	t.Cleanup(srv.Close)
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	return &fixture{t: t, st: st, srv: srv, c: c, audit: cfg.AuditLog}
+	return &fixture{t: t, st: st, s: s, srv: srv, c: c, audit: cfg.AuditLog}
 }
 
 var (
@@ -493,5 +499,43 @@ func TestUnknownScanBound(t *testing.T) {
 	_, body = f.get(strings.ReplaceAll(next[1], "&amp;", "&"))
 	if n := strings.Count(body, `class="key"`); n != 3 {
 		t.Fatalf("second page of op=refund: %d records, want 3", n)
+	}
+}
+
+// With RunningEvery, the unknown list takes in_progress records from a
+// snapshot refreshed in the background: a record whose lease passed after
+// New shows once a refresh has seen it, one whose lease is live never, and
+// a stored unknown one at once.
+func TestRunningSnapshot(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{RunningEvery: 20 * time.Millisecond})
+	f.login("alice")
+	ctx := context.Background()
+	now := time.Now().UTC().Add(-time.Minute)
+	for k, lease := range map[string]time.Duration{"run-expired": time.Second, "run-live": time.Hour} {
+		if _, err := f.st.Claim(ctx, idem.ClaimParams{Key: k, AttemptID: k, Now: now, LeaseUntil: now.Add(lease)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.unknown("", "stored-unknown", "charge", time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, body := f.get("/unknown")
+		if !strings.Contains(body, ">stored-unknown<") {
+			t.Fatalf("a stored unknown record is missing from the list:\n%s", body)
+		}
+		if strings.Contains(body, ">run-live<") {
+			t.Fatal("an in_progress record with a live lease is listed as unknown")
+		}
+		if strings.Contains(body, ">run-expired<") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("an in_progress record whose lease passed never showed: the snapshot is not refreshed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if sn := f.s.running.Load(); sn == nil || len(sn.recs) != 2 {
+		t.Fatalf("snapshot = %+v, want the two in_progress records", sn)
 	}
 }

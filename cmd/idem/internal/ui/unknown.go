@@ -52,23 +52,36 @@ const (
 // of a page does not grow with how far into the list it is.
 //
 // Each state is listed on its own and the two lists are merged here. One
-// List of both states would be simpler, but a store cannot walk its
-// (state, created_at) index in creation order across two states: SQLite
-// and PostgreSQL then sort every unknown record to return the first
-// fifty (a third of a second on a million records), where one state
-// walks the index and stops after the page.
+// List of both states would be simpler, but a store cannot walk an index
+// in creation order across two states: SQLite and PostgreSQL then sort
+// every unknown record to return the first fifty (a third of a second on
+// a million records), where one state walks its index and stops after
+// the page.
 func ListUnknown(ctx context.Context, st idem.Store, f UnknownFilter, pageSize int, now time.Time) (*UnknownPage, error) {
+	return listUnknown(ctx, st, f, pageSize, now, nil)
+}
+
+// listUnknown is ListUnknown, with the in_progress records taken from
+// running, a snapshot (see [Config.RunningEvery]), when it is not nil:
+// PostgreSQL keeps no index on in_progress records (one would make every
+// first-time finish a non-HOT update; see pgstore's migration 0002), so
+// listing them walks every record, half a second on a million, which the
+// snapshot pays in the background rather than on each page.
+func listUnknown(ctx context.Context, st idem.Store, f UnknownFilter, pageSize int, now time.Time, running *snapshot) (*UnknownPage, error) {
 	lf := idem.ListFilter{Scope: f.Scope, After: f.After, Limit: min(pageSize+1, listBatch)}
 	if f.OlderThan > 0 {
 		lf.CreatedBefore = now.Add(-f.OlderThan).UTC()
 	}
-	unknown, running := &stream{st: st, lf: lf}, &stream{st: st, lf: lf}
+	unknown, live := &stream{st: st, lf: lf}, &stream{st: st, lf: lf}
 	unknown.lf.States = []idem.State{idem.StateUnknown}
-	running.lf.States = []idem.State{idem.StateInProgress}
+	live.lf.States = []idem.State{idem.StateInProgress}
+	if running != nil {
+		live = &stream{done: true, buf: running.matching(lf)}
+	}
 	page := &UnknownPage{}
 	prev := f.After // the position of the last record read
 	for {
-		r, err := next(ctx, unknown, running)
+		r, err := next(ctx, unknown, live)
 		if err != nil {
 			return nil, err
 		}
@@ -177,7 +190,7 @@ func (s *Server) unknownList(w http.ResponseWriter, r *http.Request, sess *sessi
 	}
 	f.After = after
 	now := s.cfg.Now()
-	page, err := ListUnknown(r.Context(), s.cfg.Store, f, s.cfg.PageSize, now)
+	page, err := listUnknown(r.Context(), s.cfg.Store, f, s.cfg.PageSize, now, s.running.Load())
 	if err != nil {
 		s.refuse(w, r, http.StatusBadGateway, "Store not readable", err.Error())
 		return
@@ -198,4 +211,57 @@ func (s *Server) unknownList(w http.ResponseWriter, r *http.Request, sess *sessi
 		"Older": q.Get("older"), "Op": q.Get("op"), "Scope": q.Get("scope"),
 		"Released": q.Get("released"),
 	})
+}
+
+// maxRunning bounds the in_progress records a snapshot holds: far more
+// than any fleet has in flight; beyond it the snapshot is cut (and says
+// so in the log), oldest records kept.
+const maxRunning = 100_000
+
+// snapshot is the store's in_progress records at one time, in List order.
+type snapshot struct {
+	at   time.Time
+	recs []idem.Record
+}
+
+// takeSnapshot lists every in_progress record, a batch at a time.
+func takeSnapshot(ctx context.Context, st idem.Store, now time.Time) (*snapshot, bool, error) {
+	sn := &snapshot{at: now}
+	lf := idem.ListFilter{States: []idem.State{idem.StateInProgress}, Limit: 1000}
+	for {
+		recs, err := st.List(ctx, lf)
+		if err != nil {
+			return nil, false, err
+		}
+		sn.recs = append(sn.recs, recs...)
+		if len(sn.recs) >= maxRunning {
+			sn.recs = sn.recs[:maxRunning]
+			return sn, true, nil
+		}
+		if len(recs) < lf.Limit {
+			return sn, false, nil
+		}
+		last := &recs[len(recs)-1]
+		lf.After = &idem.Cursor{CreatedAt: last.CreatedAt, Scope: last.Scope, Key: last.Key}
+	}
+}
+
+// matching returns the snapshot's records lf selects (scope, age, cursor),
+// in List order.
+func (sn *snapshot) matching(lf idem.ListFilter) []idem.Record {
+	var out []idem.Record
+	for i := range sn.recs {
+		r := &sn.recs[i]
+		if lf.Scope != "" && r.Scope != lf.Scope {
+			continue
+		}
+		if !lf.CreatedBefore.IsZero() && !r.CreatedAt.Before(lf.CreatedBefore) {
+			continue
+		}
+		if c := lf.After; c != nil && !before(&idem.Record{CreatedAt: c.CreatedAt, Scope: c.Scope, Key: c.Key}, r) {
+			continue
+		}
+		out = append(out, *r)
+	}
+	return out
 }
