@@ -3,7 +3,6 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,45 +10,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/idemkit/idem/internal/counts"
+	"github.com/idemkit/idem/internal/testenv"
 	"github.com/idemkit/idem/pgstore"
 )
-
-// benchPrefills are the table sizes BenchmarkClaimFinish runs at: none and
-// 10k by default; IDEM_BENCH_PREFILL lists others ("0,10k,1M,10M"), which
-// take minutes to load.
-func benchPrefills(b *testing.B) []int64 {
-	env := os.Getenv("IDEM_BENCH_PREFILL")
-	if env == "" {
-		return []int64{0, 10_000}
-	}
-	var out []int64
-	for _, p := range strings.Split(env, ",") {
-		p = strings.TrimSpace(p)
-		mult := int64(1)
-		switch {
-		case strings.HasSuffix(p, "k"):
-			mult, p = 1000, strings.TrimSuffix(p, "k")
-		case strings.HasSuffix(p, "M"):
-			mult, p = 1_000_000, strings.TrimSuffix(p, "M")
-		}
-		n, err := strconv.ParseInt(p, 10, 64)
-		if err != nil || n < 0 {
-			b.Fatalf("IDEM_BENCH_PREFILL: %q is not a size such as 10k or 1M", p)
-		}
-		out = append(out, n*mult)
-	}
-	return out
-}
-
-func sizeLabel(n int64) string {
-	switch {
-	case n >= 1_000_000 && n%1_000_000 == 0:
-		return fmt.Sprint(n/1_000_000, "M")
-	case n >= 1000 && n%1000 == 0:
-		return fmt.Sprint(n/1000, "k")
-	}
-	return fmt.Sprint(n)
-}
 
 // prefillTable COPYs n succeeded records with 200-byte results into s's
 // table, created a microsecond apart and expiring in a day, then ANALYZEs.
@@ -84,8 +48,8 @@ func prefillTable(b *testing.B, s *pgstore.Store, n int64) {
 // on a table already holding prefill records (benchstat compares the
 // sizes: prefill=0 against prefill=1M).
 func BenchmarkClaimFinish(b *testing.B) {
-	for _, n := range benchPrefills(b) {
-		b.Run("prefill="+sizeLabel(n), func(b *testing.B) {
+	for _, n := range testenv.BenchPrefills(b) {
+		b.Run("prefill="+counts.Label(n), func(b *testing.B) {
 			s, _ := benchStore(b)
 			prefillTable(b, s, n)
 			ctx := context.Background()

@@ -3,52 +3,15 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/counts"
+	"github.com/idemkit/idem/internal/testenv"
 )
-
-// benchPrefills are the table sizes BenchmarkClaimFinish runs at: none and
-// 10k by default; IDEM_BENCH_PREFILL lists others ("0,10k,1M"), which take
-// minutes to load.
-func benchPrefills(b *testing.B) []int64 {
-	env := os.Getenv("IDEM_BENCH_PREFILL")
-	if env == "" {
-		return []int64{0, 10_000}
-	}
-	var out []int64
-	for _, p := range strings.Split(env, ",") {
-		p = strings.TrimSpace(p)
-		mult := int64(1)
-		switch {
-		case strings.HasSuffix(p, "k"):
-			mult, p = 1000, strings.TrimSuffix(p, "k")
-		case strings.HasSuffix(p, "M"):
-			mult, p = 1_000_000, strings.TrimSuffix(p, "M")
-		}
-		n, err := strconv.ParseInt(p, 10, 64)
-		if err != nil || n < 0 {
-			b.Fatalf("IDEM_BENCH_PREFILL: %q is not a size such as 10k or 1M", p)
-		}
-		out = append(out, n*mult)
-	}
-	return out
-}
-
-func sizeLabel(n int64) string {
-	switch {
-	case n >= 1_000_000 && n%1_000_000 == 0:
-		return fmt.Sprint(n/1_000_000, "M")
-	case n >= 1000 && n%1000 == 0:
-		return fmt.Sprint(n/1000, "k")
-	}
-	return fmt.Sprint(n)
-}
 
 // prefillSQL inserts n succeeded records with 200-byte results into table
 // through db, in multi-row INSERTs (times in unix microseconds).
@@ -92,8 +55,8 @@ func prefillSQL(b *testing.B, db *sql.DB, table, keyCol string, n int64) {
 // (synchronous=FULL, the default) on a database already holding prefill
 // records (benchstat compares the sizes).
 func BenchmarkClaimFinish(b *testing.B) {
-	for _, n := range benchPrefills(b) {
-		b.Run("prefill="+sizeLabel(n), func(b *testing.B) {
+	for _, n := range testenv.BenchPrefills(b) {
+		b.Run("prefill="+counts.Label(n), func(b *testing.B) {
 			path := tempPath(b)
 			if n > 0 {
 				s := openAt(b, path)

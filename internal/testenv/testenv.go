@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem/internal/counts"
 )
 
 // Service describes one backing service.
@@ -103,4 +105,19 @@ func hostPorts(u string) []string {
 		return nil
 	}
 	return strings.Split(p.Host, ",")
+}
+
+// BenchPrefills are the table sizes a store's prefilled benchmarks run at:
+// none and 10k by default; IDEM_BENCH_PREFILL lists others ("0,10k,1M"),
+// which take minutes to load.
+func BenchPrefills(tb testing.TB) []int64 {
+	env := os.Getenv("IDEM_BENCH_PREFILL")
+	if env == "" {
+		return []int64{0, 10_000}
+	}
+	sizes, err := counts.ParseList(env)
+	if err != nil {
+		tb.Fatalf("IDEM_BENCH_PREFILL=%q: %v", env, err)
+	}
+	return sizes
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemkit/idem/internal/counts"
 )
 
 // Scenario names.
@@ -185,32 +187,11 @@ func ParseScenarios(s string) ([]string, error) {
 }
 
 // ParsePrefill parses a list of record counts such as "10k,1M,10M"
-// (k = 1,000, M = 1,000,000), ascending.
+// (k = 1,000, M = 1,000,000), ascending, none of them 0.
 func ParsePrefill(s string) ([]int64, error) {
-	var out []int64
-	for _, p := range strings.Split(s, ",") {
-		p = strings.TrimSpace(p)
-		if p == "" {
-			continue
-		}
-		mult := int64(1)
-		switch {
-		case strings.HasSuffix(p, "k") || strings.HasSuffix(p, "K"):
-			mult, p = 1000, p[:len(p)-1]
-		case strings.HasSuffix(p, "M"):
-			mult, p = 1000_000, p[:len(p)-1]
-		}
-		n, err := strconv.ParseInt(p, 10, 64)
-		if err != nil || n < 1 || n > 1e12/mult {
-			return nil, fmt.Errorf("size %q is not a positive count (write e.g. 10k or 1M)", p)
-		}
-		if len(out) > 0 && n*mult <= out[len(out)-1] {
-			return nil, fmt.Errorf("sizes must ascend: %d after %d", n*mult, out[len(out)-1])
-		}
-		out = append(out, n*mult)
+	out, err := counts.ParseList(s)
+	if err == nil && out[0] == 0 {
+		return nil, errors.New("size 0 is not a positive count (write e.g. 10k or 1M)")
 	}
-	if len(out) == 0 {
-		return nil, errors.New("empty list")
-	}
-	return out, nil
+	return out, err
 }
