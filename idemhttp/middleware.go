@@ -119,7 +119,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	c := &call{m: m, w: w, r: r, next: next, scope: scope}
 	defer c.in.release()
-	if p := m.prepare(r, &c.in); p != nil {
+	if p := m.prepare(r, scope, &c.in); p != nil {
 		WriteProblem(w, p)
 		return
 	}
@@ -179,9 +179,9 @@ func (in *input) release() {
 	}
 }
 
-// prepare reads the body (bounded) into in and fingerprints the request.
-// It answers 413 before anything is claimed.
-func (m *Middleware) prepare(r *http.Request, in *input) *Problem {
+// prepare reads the body (bounded) into in and fingerprints the request
+// made in scope. It answers 413 before anything is claimed.
+func (m *Middleware) prepare(r *http.Request, scope string, in *input) *Problem {
 	if r.ContentLength > m.cfg.MaxBody {
 		return m.tooLarge()
 	}
@@ -205,7 +205,13 @@ func (m *Middleware) prepare(r *http.Request, in *input) *Problem {
 	}
 	isJSON := len(in.body) > 0 && IsJSONContentType(r.Header.Get("Content-Type"))
 	dp := digestBufs.Get().(*[]byte)
-	fp, d, err := m.hasher.Append((*dp)[:0], r.Method, m.cfg.Route(r), in.body, isJSON)
+	h := m.hasher
+	if scope == "" {
+		// The global scope keeps no field digests (see digestkey.go): no
+		// member needs one of its own.
+		h.MaxDigests = -1
+	}
+	fp, d, err := h.Append((*dp)[:0], r.Method, m.cfg.Route(r), in.body, isJSON)
 	*dp = d
 	in.fp, in.digests = fp, dp
 	in.object = isJSON && err == nil && firstByte(in.body) == '{'
