@@ -156,10 +156,18 @@ func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
 	}
 	var n int64
 	var err error
-	if p.Limit > 0 {
-		n, err = s.sweepExec(ctx, s.sql.sweep, p.Now.UnixMicro(), p.Limit)
-	} else {
-		n, err = s.sweepExec(ctx, s.sql.sweepNoLim, p.Now.UnixMicro())
+	// A deadlock victim (a claim's insert into the gap the batch reads)
+	// lost the whole batch, which deletes nothing until it commits: it
+	// simply runs again, as the other writes do.
+	for range maxRounds {
+		if p.Limit > 0 {
+			n, err = s.sweepExec(ctx, s.sql.sweep, p.Now.UnixMicro(), p.Limit)
+		} else {
+			n, err = s.sweepExec(ctx, s.sql.sweepNoLim, p.Now.UnixMicro())
+		}
+		if !s.retryable(err) {
+			break
+		}
 	}
 	if err != nil {
 		return 0, s.wrap("sweep", err)

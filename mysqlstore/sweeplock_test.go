@@ -2,6 +2,7 @@ package mysqlstore_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,5 +97,79 @@ func TestSweepDoesNotHoldNewClaims(t *testing.T) {
 	}
 	if err := <-swept; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSweepRunsAgainAfterADeadlock: a sweep batch chosen as a deadlock's
+// victim lost the whole batch, which deleted nothing, so the store runs it
+// again instead of failing the sweep. Here a transaction that has written
+// more (so InnoDB rolls back the sweep, the lighter one) holds one expired
+// record while the sweep holds the other, then asks for the sweep's.
+func TestSweepRunsAgainAfterADeadlock(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	for _, k := range []string{"old-1", "old-2", "w-1", "w-2", "w-3", "w-4", "w-5"} {
+		c, err := f.st.Claim(ctx, idem.ClaimParams{Scope: "s", Key: k, Fingerprint: fp(k), AttemptID: "a", Now: t0, LeaseUntil: t0.Add(time.Minute)})
+		if err == nil && strings.HasPrefix(k, "old-") {
+			_, err = f.st.Finish(ctx, idem.FinishParams{Scope: "s", Key: k, Fence: c.Record.Fence, AttemptID: "a",
+				State: idem.StateSucceeded, Result: []byte("v"), CompletedAt: t0, ExpiresAt: t0.Add(time.Hour)})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	holder, err := f.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	// Weight: five rows written, so the sweep (one row deleted) is the victim.
+	if _, err := holder.ExecContext(ctx, "UPDATE `"+f.table+"` SET lease_until = lease_until + 1 WHERE scope = 's' AND `key` LIKE 'w-%'"); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := holder.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+f.table+"` WHERE scope = 's' AND `key` = 'old-2' FOR UPDATE").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("lock old-2: %d, %v", n, err)
+	}
+	swept := make(chan error, 1)
+	var deleted int
+	go func() {
+		var err error
+		deleted, err = f.st.Sweep(ctx, idem.SweepParams{Now: t0.Add(2 * time.Hour), Limit: 10})
+		swept <- err
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var waiting int
+		err := f.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND IN ('Query', 'Execute') AND TIME_MS >= 300 AND INFO LIKE 'DELETE FROM `"+f.table+"`%'").Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		select {
+		case err := <-swept:
+			t.Fatalf("the sweep ended (%v) while a record it must delete was locked", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sweep never waited on the held row")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The sweep holds old-1 (deleted, uncommitted) and waits for old-2:
+	// asking for old-1 closes the cycle.
+	if err := holder.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+f.table+"` WHERE scope = 's' AND `key` = 'old-1' FOR UPDATE").Scan(&n); err != nil {
+		t.Fatalf("the heavier transaction lost the deadlock (the test's premise): %v", err)
+	}
+	if err := holder.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-swept; err != nil {
+		t.Fatalf("sweep after a deadlock: %v", err)
+	}
+	if deleted != 2 {
+		t.Fatalf("sweep deleted %d, want 2", deleted)
 	}
 }
