@@ -88,7 +88,9 @@ type Record struct {
 	Mark Mark
 	// CreatedAt is when the current claim was made.
 	CreatedAt time.Time
-	// LeaseUntil is when an in_progress attempt stops being trusted.
+	// LeaseUntil is when an in_progress attempt stops being trusted. It
+	// means nothing once the record is succeeded or failed, and a store
+	// may clear it then (pgstore does, to keep its rows small).
 	LeaseUntil time.Time
 	// CompletedAt is when the outcome (or unknown) was recorded; zero before.
 	CompletedAt time.Time

@@ -35,8 +35,8 @@ func TestBatchConfigValidated(t *testing.T) {
 	}
 }
 
-// TestBatchNeighbourFailure puts a statement that fails (an attempt id
-// PostgreSQL cannot store) into one batch with good claims and a fenced
+// TestBatchNeighbourFailure puts a statement that fails (a key PostgreSQL
+// cannot store) into one batch with good claims and a fenced
 // Finish: the failure aborts the batch's transaction, yet only its own
 // caller sees an error; the others are claimed (and durable) or fenced
 // exactly as without batching.
@@ -54,7 +54,7 @@ func TestBatchNeighbourFailure(t *testing.T) {
 		wg.Go(func() {
 			p := claimParams(fmt.Sprint("k-", i), "a", t0)
 			if i == n {
-				p.AttemptID = "bad\x00attempt" // text cannot hold NUL: the statement fails
+				p.Key = "bad\x00key" // text cannot hold NUL: the statement fails
 			}
 			c, err := s.Claim(ctx, p)
 			errs[i], claimed[i] = err, c.Claimed

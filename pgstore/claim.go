@@ -100,7 +100,7 @@ func (o ops) claimOnce(ctx context.Context, p idem.ClaimParams) (rec idem.Record
 		}
 	}
 	fp := p.Fingerprint // a copy: slicing p's own would move all of p to the heap
-	args := []any{p.Scope, p.Key, fp[:], p.AttemptID, p.Intent, nullTime(p.Now), nullTime(p.LeaseUntil)}
+	args := []any{p.Scope, p.Key, fp[:], encodeAttempt(p.AttemptID), p.Intent, nullTime(p.Now), nullTime(p.LeaseUntil)}
 	if b := o.batcher(); b != nil {
 		res := b.submit(ctx, "claim", p.Scope, p.Key, o.sql.claim, args)
 		rec, claimed, found, err = res.rec, res.flag, res.found, res.err
@@ -135,7 +135,7 @@ func (o ops) claimOnce(ctx context.Context, p idem.ClaimParams) (rec idem.Record
 
 func (o ops) reclaim(ctx context.Context, p idem.ClaimParams, fence int64) (idem.Record, bool, error) {
 	fp := p.Fingerprint
-	row := o.db.queryRow(ctx, o.sql.reclaim, p.Scope, p.Key, fp[:], p.AttemptID, p.Intent,
+	row := o.db.queryRow(ctx, o.sql.reclaim, p.Scope, p.Key, fp[:], encodeAttempt(p.AttemptID), p.Intent,
 		nullTime(p.Now), nullTime(p.LeaseUntil), fence)
 	rec, err := scanRecord(row)
 	if isNoRows(err) {

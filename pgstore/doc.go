@@ -98,8 +98,8 @@
 // of the row on its page and adds no index entries, because no index
 // mentions a column a finish writes (state, result, completed_at,
 // expires_at, waiting). Besides the primary key there are two indexes
-// (migration 0002): created_at, which serves List's order and cursor,
-// `idem list --older-than` and the sweep, and created_at over the records
+// (migration 0002, kept by 0003): created_at, which serves List's order
+// and cursor, `idem list --older-than` and the sweep, and created_at over the records
 // whose stored column is_unknown (computed from state, false before and
 // after a first-time finish) is true, for `idem list --state unknown`. The
 // table's fillfactor is 90, which leaves the finished row room on its
@@ -107,6 +107,17 @@
 // expired ones, bounded by the shortest retention the store has recorded
 // (see [Store.Sweep]). docs/performance.md shows the plans on a table of a
 // million records and the HOT share `idem bench` measures.
+//
+// # Row layout
+//
+// A record with a 200-byte result takes about 480 bytes, heap and indexes
+// (migration 0003): the fixed-width columns come first, so none waits for
+// alignment behind a variable-length one; state is a one-byte "char" code
+// (p, s, f, u); attempt_id is bytea, an engine attempt id (32 lower-case
+// hex digits) kept as its 16 bytes behind the tag byte 1 and any other id
+// as its bytes behind the tag byte 2; and recording a terminal outcome
+// clears lease_until. Tools that read the table directly must decode
+// state and attempt_id the same way; `idem get` and `idem list` do.
 //
 // # Decisions
 //

@@ -24,6 +24,9 @@ func (s *Store) ListenerPID() uint32 {
 // QuotedTable is the schema-qualified, quoted records table.
 func (s *Store) QuotedTable() string { return s.names.table }
 
+// EncodeAttempt is an attempt id as the table stores it (migration 0003).
+var EncodeAttempt = encodeAttempt
+
 // CheckThenInsert breaks s on purpose, for the constraint-evidence test: it
 // drops the primary key and returns a store whose Claim reads first and
 // inserts after, the design the contract forbids.
@@ -48,8 +51,8 @@ func (b checkThenInsert) Claim(ctx context.Context, p idem.ClaimParams) (idem.Cl
 	}
 	time.Sleep(time.Millisecond) // widen the window a real network gives for free
 	_, err = b.pool.Exec(ctx, "INSERT INTO "+b.names.table+
-		" (scope, key, fingerprint, state, fence, attempt_id, intent, created_at, lease_until) VALUES ($1, $2, $3, 'in_progress', 1, $4, $5, $6, $7)",
-		p.Scope, p.Key, p.Fingerprint[:], p.AttemptID, p.Intent, p.Now.UTC(), nullTime(p.LeaseUntil))
+		" (scope, key, fingerprint, state, fence, attempt_id, intent, created_at, lease_until) VALUES ($1, $2, $3, 'p', 1, $4, $5, $6, $7)",
+		p.Scope, p.Key, p.Fingerprint[:], encodeAttempt(p.AttemptID), p.Intent, p.Now.UTC(), nullTime(p.LeaseUntil))
 	if err != nil {
 		return idem.ClaimResult{}, wrap("claim", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/sqlcodec"
@@ -18,16 +19,16 @@ func (o ops) notifyArgs(scope, key string) []any {
 	return []any{o.st.lis.channelArg, keyToken(scope, key)}
 }
 
-// stateArg is a terminal state as a statement parameter: a constant string,
-// which an interface holds without an allocation.
+// stateArg is a terminal state's code as a statement parameter: a constant
+// string, which an interface holds without an allocation.
 func stateArg(s idem.State) any {
 	switch s {
 	case idem.StateSucceeded:
-		return string(idem.StateSucceeded)
+		return codeSucceeded
 	case idem.StateFailed:
-		return string(idem.StateFailed)
+		return codeFailed
 	}
-	return string(s)
+	return stateCode(s)
 }
 
 // Finish implements [idem.Store.Finish]: one conditional UPDATE; only when
@@ -53,11 +54,11 @@ func (o ops) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, err
 	switch p.State {
 	case idem.StateSucceeded, idem.StateFailed:
 		query = o.sql.finishTerminal
-		args = []any{p.Scope, p.Key, p.Fence, p.AttemptID, string(p.State), p.Result,
+		args = []any{p.Scope, p.Key, p.Fence, encodeAttempt(p.AttemptID), stateArg(p.State), p.Result,
 			nullTime(p.CompletedAt), nullTime(p.ExpiresAt)}
 	case idem.StateUnknown:
 		query = o.sql.finishUnknown
-		args = []any{p.Scope, p.Key, p.Fence, p.AttemptID, nullTime(p.CompletedAt)}
+		args = []any{p.Scope, p.Key, p.Fence, encodeAttempt(p.AttemptID), nullTime(p.CompletedAt)}
 	default:
 		return nil, fmt.Errorf("pgstore: finish: state %q is not succeeded, failed or unknown", p.State)
 	}
@@ -101,7 +102,7 @@ func (o ops) finishKnown(ctx context.Context, p idem.FinishParams) (*idem.Record
 		return nil, nil
 	}
 	fp := c.Fingerprint // a copy: slicing c's would move all of p to the heap
-	args := []any{p.Scope, p.Key, p.Fence, p.AttemptID, stateArg(p.State), p.Result,
+	args := []any{p.Scope, p.Key, p.Fence, encodeAttempt(p.AttemptID), stateArg(p.State), p.Result,
 		nullTime(p.CompletedAt), nullTime(p.ExpiresAt),
 		fp[:], c.Intent, string(c.Mark), nullTime(c.CreatedAt), nullTime(c.LeaseUntil),
 		nil, nil} // room for the wake-up's channel and token: one allocation
@@ -117,8 +118,10 @@ func (o ops) finishKnown(ctx context.Context, p idem.FinishParams) (*idem.Record
 		return nil, nil
 	}
 	// What a read returns; nil and empty blobs are stored (and read back)
-	// as they are.
-	return sqlcodec.Finished(c, p), nil
+	// as they are, and the lease was cleared.
+	r := sqlcodec.Finished(c, p)
+	r.LeaseUntil = time.Time{}
+	return r, nil
 }
 
 // finishRetried accepts a Finish whose outcome is already recorded for the
@@ -148,7 +151,7 @@ func (o ops) Release(ctx context.Context, p idem.ReleaseParams) error {
 	if o.st.closed.Load() {
 		return errClosed("release")
 	}
-	args := append([]any{p.Scope, p.Key, p.Fence, p.AttemptID}, o.notifyArgs(p.Scope, p.Key)...)
+	args := append([]any{p.Scope, p.Key, p.Fence, encodeAttempt(p.AttemptID)}, o.notifyArgs(p.Scope, p.Key)...)
 	var deleted int64
 	var exists bool
 	if err := o.db.queryRow(ctx, o.sql.release, args...).Scan(&deleted, &exists); err != nil {
@@ -165,7 +168,7 @@ func (o ops) Heartbeat(ctx context.Context, p idem.HeartbeatParams) error {
 	if o.st.closed.Load() {
 		return errClosed("heartbeat")
 	}
-	n, err := o.db.exec(ctx, o.sql.heartbeat, p.Scope, p.Key, p.Fence, p.AttemptID, nullTime(p.LeaseUntil))
+	n, err := o.db.exec(ctx, o.sql.heartbeat, p.Scope, p.Key, p.Fence, encodeAttempt(p.AttemptID), nullTime(p.LeaseUntil))
 	if err != nil {
 		return wrap("heartbeat", err)
 	}

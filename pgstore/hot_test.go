@@ -100,8 +100,8 @@ func TestListAndSweepUseIndexes(t *testing.T) {
 	// 50,000 terminal records a minute apart, one in a thousand unknown.
 	_, err := pool.Exec(ctx, `INSERT INTO `+s.QuotedTable()+` (scope, key, fingerprint, state, fence, attempt_id, result,
 		created_at, lease_until, completed_at, expires_at)
-		SELECT 'bench', 'key-' || i, '\x'::bytea || sha256(i::text::bytea), CASE WHEN i % 1000 = 0 THEN 'unknown' ELSE 'succeeded' END,
-			1, md5(i::text), CASE WHEN i % 1000 = 0 THEN NULL ELSE convert_to(repeat('x', 200), 'UTF8') END,
+		SELECT 'bench', 'key-' || i, '\x'::bytea || sha256(i::text::bytea), CASE WHEN i % 1000 = 0 THEN 'u' ELSE 's' END,
+			1, '\x01'::bytea || decode(md5(i::text), 'hex'), CASE WHEN i % 1000 = 0 THEN NULL ELSE convert_to(repeat('x', 200), 'UTF8') END,
 			t, t + interval '30 seconds', t, CASE WHEN i % 1000 = 0 THEN NULL ELSE t + interval '1 day' END
 		FROM generate_series(1, 50000) i, LATERAL (SELECT timestamptz '2030-01-01' + i * interval '1 minute' AS t) c`)
 	if err != nil {
@@ -197,38 +197,145 @@ func TestSweepBoundByRecordedRetention(t *testing.T) {
 	}
 }
 
-// A table of schema version 1 with records in it is migrated to the HOT
-// layout: the unknown record is listed (its is_unknown computed for the
-// rows already there) and the terminal one is still swept.
-func TestMigrateFromVersion1(t *testing.T) {
+// A table of schema version 1 or 2 with records in it, written as those
+// versions wrote them (text states, text attempt ids), is migrated to the
+// current layout: every record reads back as it was — an engine attempt id
+// (hex) and any other id alike, the lease cleared only on terminal
+// records — the unknown one is listed through the partial index, the
+// expired one is swept, the in-progress one can still be heartbeaten and
+// finished by its attempt, and the table keeps its owner and privileges.
+func TestMigrateFromEarlierVersions(t *testing.T) {
+	for _, from := range []int{1, 2} {
+		t.Run(fmt.Sprintf("from-%d", from), func(t *testing.T) { testMigrateFrom(t, from) })
+	}
+}
+
+func testMigrateFrom(t *testing.T, from int) {
 	pool := testPool(t)
 	ctx := context.Background()
-	s, err := pgstore.New(ctx, pool, pgstore.Config{Schema: freshSchema(t, pool)})
+	schema := freshSchema(t, pool)
+	s, err := pgstore.New(ctx, pool, pgstore.Config{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.MigrateFirst(ctx, 1); err != nil {
+	if err := s.MigrateFirst(ctx, from); err != nil {
 		t.Fatal(err)
 	}
-	u := mustClaim(t, s, claimParams("was-unknown", "a", t0))
-	if _, err := s.Finish(ctx, idem.FinishParams{Scope: u.Record.Scope, Key: u.Record.Key, Fence: 1, AttemptID: "a",
-		State: idem.StateUnknown, CompletedAt: t0}); err != nil {
+	role := "idem_migrate_reader_" + schema
+	if _, err := pool.Exec(ctx, "CREATE ROLE "+pgx.Identifier{role}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
-	d := mustClaim(t, s, claimParams("was-done", "a", t0))
-	mustFinish(t, s, succeed(d, "ok", t0, time.Hour))
+	defer pool.Exec(context.Background(), "DROP OWNED BY "+pgx.Identifier{role}.Sanitize()+"; DROP ROLE "+pgx.Identifier{role}.Sanitize())
+	if _, err := pool.Exec(ctx, "GRANT SELECT, DELETE ON "+s.QuotedTable()+" TO "+pgx.Identifier{role}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	hexID := "0123456789abcdef0123456789abcdef"
+	lease := t0.Add(time.Minute)
+	type row struct {
+		key, state, attempt string
+		result              []byte
+		completed, expires  time.Time
+	}
+	rows := []row{
+		{"running", "in_progress", hexID, nil, time.Time{}, time.Time{}},
+		{"done", "succeeded", hexID, []byte("ok"), t0, t0.Add(time.Hour)},
+		{"refused", "failed", "operator:o'brien ✓", []byte("no"), t0, t0.Add(48 * time.Hour)},
+		{"lost", "unknown", "0123456789ABCDEF0123456789ABCDEF", nil, t0, time.Time{}},
+	}
+	for _, r := range rows {
+		if _, err := pool.Exec(ctx, `INSERT INTO `+s.QuotedTable()+` (scope, key, fingerprint, state, fence, attempt_id, intent, result,
+			created_at, lease_until, completed_at, expires_at) VALUES ('tenant-1', $1, $2, $3, 7, $4, $5, $6, $7, $8, $9, $10)`,
+			r.key, make([]byte, 32), r.state, r.attempt, []byte(`{"op":"charge"}`), r.result, t0, lease,
+			nullable(r.completed), nullable(r.expires)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := s.Migrate(ctx); err != nil {
-		t.Fatalf("Migrate from version 1: %v", err)
+		t.Fatalf("Migrate from version %d: %v", from, err)
 	}
-	if v, _, err := s.CheckSchema(ctx); err != nil || v != 2 {
-		t.Fatalf("schema version %d, %v; want 2", v, err)
+	if v, fs, err := s.CheckSchema(ctx); err != nil || v != 3 || len(fs) != 0 {
+		t.Fatalf("schema version %d, %+v, %v; want 3 and no findings", v, fs, err)
+	}
+	for _, r := range rows {
+		got, err := s.Get(ctx, "tenant-1", r.key)
+		if err != nil {
+			t.Fatalf("Get(%q) after the migration: %v", r.key, err)
+		}
+		st, _ := idem.ParseState(r.state)
+		wantLease := lease
+		if st.Terminal() {
+			wantLease = time.Time{}
+		}
+		if got.State != st || got.AttemptID != r.attempt || got.Fence != 7 || string(got.Result) != string(r.result) ||
+			string(got.Intent) != `{"op":"charge"}` || !got.CreatedAt.Equal(t0) || !got.LeaseUntil.Equal(wantLease) ||
+			!got.CompletedAt.Equal(r.completed) || !got.ExpiresAt.Equal(r.expires) {
+			t.Errorf("%s after the migration: %+v", r.key, got)
+		}
 	}
 	got, err := s.List(ctx, idem.ListFilter{States: []idem.State{idem.StateUnknown}})
-	if err != nil || len(got) != 1 || got[0].Key != "was-unknown" {
+	if err != nil || len(got) != 1 || got[0].Key != "lost" {
 		t.Fatalf("unknown records after the migration: %+v, %v", got, err)
 	}
 	if n, err := s.Sweep(ctx, idem.SweepParams{Now: t0.Add(2 * time.Hour), Limit: 10}); err != nil || n != 1 {
-		t.Fatalf("sweep after the migration = %d, %v; want 1", n, err)
+		t.Fatalf("sweep after the migration = %d, %v; want 1 (done)", n, err)
+	}
+	if err := s.Heartbeat(ctx, idem.HeartbeatParams{Scope: "tenant-1", Key: "running", Fence: 7, AttemptID: hexID,
+		LeaseUntil: t0.Add(time.Hour)}); err != nil {
+		t.Fatalf("heartbeat by the migrated attempt: %v", err)
+	}
+	if _, err := s.Finish(ctx, idem.FinishParams{Scope: "tenant-1", Key: "running", Fence: 7, AttemptID: hexID,
+		State: idem.StateSucceeded, Result: []byte("ok"), CompletedAt: t0, ExpiresAt: t0.Add(time.Hour)}); err != nil {
+		t.Fatalf("finish by the migrated attempt: %v", err)
+	}
+	var owner, acl string
+	if err := pool.QueryRow(ctx, `SELECT pg_get_userbyid(relowner), relacl::text FROM pg_class WHERE oid = $1::regclass`,
+		s.QuotedTable()).Scan(&owner, &acl); err != nil {
+		t.Fatal(err)
+	}
+	if owner != "postgres" || !strings.Contains(acl, role+"=rd/") {
+		t.Fatalf("owner %q, privileges %s; want postgres and %s=rd", owner, acl, role)
+	}
+	var leftover bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, pgx.Identifier{schema, "idem_records_v2"}.Sanitize()).Scan(&leftover); err != nil || leftover {
+		t.Fatalf("the old table is still there (%v)", err)
+	}
+}
+
+// nullable is t as a parameter, the zero time as NULL.
+func nullable(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+// TestRowLayoutIsLean: an engine attempt id is kept as its 16 bytes (and a
+// tag), the state as one byte, and recording an outcome clears the lease
+// (migration 0003); docs/performance.md has the bytes a record this saves.
+func TestRowLayoutIsLean(t *testing.T) {
+	s := newStore(t, pgstore.Config{})
+	ctx := context.Background()
+	eng, err := idem.New(s, idem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	if _, err := eng.DoBytes(ctx, idem.Request{Scope: "tenant-1", Key: "lean", Operation: "charge"},
+		func(context.Context, *idem.Attempt) ([]byte, error) { return []byte(strings.Repeat("r", 200)), nil }); err != nil {
+		t.Fatal(err)
+	}
+	var attemptBytes, stateBytes int
+	var leaseCleared bool
+	if err := sharedPool().QueryRow(ctx, `SELECT octet_length(attempt_id), pg_column_size(state), lease_until IS NULL FROM `+
+		s.QuotedTable()+` WHERE scope = 'tenant-1' AND key = 'lean'`).Scan(&attemptBytes, &stateBytes, &leaseCleared); err != nil {
+		t.Fatal(err)
+	}
+	if attemptBytes != 17 || stateBytes != 1 || !leaseCleared {
+		t.Fatalf("attempt id %d bytes, state %d bytes, lease cleared %v; want 17, 1, true", attemptBytes, stateBytes, leaseCleared)
+	}
+	rec, err := s.Get(ctx, "tenant-1", "lean")
+	if err != nil || rec.State != idem.StateSucceeded || len(rec.AttemptID) != 32 || !rec.LeaseUntil.IsZero() {
+		t.Fatalf("Get = %+v, %v", rec, err)
 	}
 }

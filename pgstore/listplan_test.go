@@ -39,7 +39,7 @@ func TestListOneStateWalksStateIndex(t *testing.T) {
 	defer conn.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
 	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	if _, err := conn.Exec(ctx, `INSERT INTO `+s.names.table+` (scope, key, fingerprint, state, fence, attempt_id, created_at)
-		SELECT '', 'k' || i, '\x00'::bytea, CASE WHEN i % 2 = 0 THEN 'unknown' ELSE 'succeeded' END, 1, 'a',
+		SELECT '', 'k' || i, '\x00'::bytea, CASE WHEN i % 2 = 0 THEN 'u' ELSE 's' END, 1, '\x0261'::bytea,
 		       $1::timestamptz + i * interval '1 second'
 		FROM generate_series(0, 99999) AS i`, base); err != nil {
 		t.Fatal(err)

@@ -50,9 +50,18 @@ func newNames(schema, table string) names {
 			"{{created_idx}}", q(table+"_created_idx"),
 			"{{unknown_idx}}", q(table+"_unknown_idx"),
 			"{{schema}}", q(schema),
+			// 0003 copies the records into a new table and drops the old one
+			// under this name; the literals name both for regclass and format.
+			"{{v2_table}}", q(table+"_v2"),
+			"{{v2_table_lit}}", literal(pgx.Identifier{schema, table + "_v2"}.Sanitize()),
+			"{{table_lit}}", literal(pgx.Identifier{schema, table}.Sanitize()),
 		),
 	}
 }
+
+// literal quotes s as an SQL string constant (standard_conforming_strings,
+// on by default since PostgreSQL 9.1: a backslash is an ordinary character).
+func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 func (n names) render(m migration.Migration) string { return n.replacer.Replace(m.SQL) }
 

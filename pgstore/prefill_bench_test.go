@@ -26,13 +26,14 @@ func prefillTable(b *testing.B, s *pgstore.Store, n int64) {
 	result := []byte(strings.Repeat("x", 200))
 	base := t0.Add(-24 * time.Hour)
 	cols := []string{"scope", "key", "fingerprint", "state", "fence", "attempt_id", "result", "created_at", "lease_until", "completed_at", "expires_at"}
+	attempt := pgstore.EncodeAttempt("0123456789abcdef0123456789abcdef")
 	const batch = 50_000
 	for lo := int64(0); lo < n; lo += batch {
 		rows := make([][]any, 0, batch)
 		for i := lo; i < min(n, lo+batch); i++ {
 			c := base.Add(time.Duration(i) * time.Microsecond)
-			rows = append(rows, []any{"tenant-1", "pf-" + strconv.FormatInt(i, 10), fp, "succeeded", int64(1),
-				"0123456789abcdef0123456789abcdef", result, c, c.Add(30 * time.Second), c, t0.Add(24 * time.Hour)})
+			rows = append(rows, []any{"tenant-1", "pf-" + strconv.FormatInt(i, 10), fp, "s", int64(1),
+				attempt, result, c, c.Add(30 * time.Second), c, t0.Add(24 * time.Hour)})
 		}
 		if _, err := sharedPool().CopyFrom(ctx, pgx.Identifier{s.Schema(), s.Config().Table}, cols, pgx.CopyFromRows(rows)); err != nil {
 			b.Fatal(err)

@@ -71,13 +71,13 @@ func listQuery(base string, f idem.ListFilter) (string, []any) {
 		// an index on created_at yields the list's order, and sorts every
 		// row of the state (a second for the first page of a million
 		// records); with = it walks the index and stops at the limit.
-		where = append(where, "state = "+arg(string(f.States[0])))
+		where = append(where, "state = "+arg(stateCode(f.States[0])))
 	} else if len(f.States) > 0 {
 		states := make([]string, len(f.States))
 		for i, s := range f.States {
-			states[i] = string(s)
+			states[i] = stateCode(s)
 		}
-		where = append(where, "state = ANY("+arg(states)+"::text[])")
+		where = append(where, "state = ANY("+arg(states)+"::\"char\"[])")
 	}
 	if onlyUnknown(f.States) {
 		// The partial index on unknown records (migration 0002) is chosen

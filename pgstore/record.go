@@ -15,15 +15,16 @@ import (
 // recordRow receives the columns of a record from either driver layer.
 type recordRow struct {
 	rec                                idem.Record
-	fingerprint                        []byte
-	state, mark                        string
+	fingerprint, attempt               []byte
+	state                              stateByte
+	mark                               string
 	leaseUntil, completedAt, expiresAt sql.NullTime
 	createdAt                          time.Time
 }
 
 // dest returns the scan destinations in the order of [columns].
 func (r *recordRow) dest() []any {
-	return []any{&r.rec.Scope, &r.rec.Key, &r.fingerprint, &r.state, &r.rec.Fence, &r.rec.AttemptID,
+	return []any{&r.rec.Scope, &r.rec.Key, &r.fingerprint, &r.state, &r.rec.Fence, &r.attempt,
 		&r.rec.Intent, &r.rec.Result, &r.mark, &r.createdAt, &r.leaseUntil, &r.completedAt, &r.expiresAt}
 }
 
@@ -34,11 +35,16 @@ func (r *recordRow) record() (idem.Record, error) {
 		return rec, fmt.Errorf("pgstore: record %q/%q has a %d-byte fingerprint", rec.Scope, rec.Key, len(r.fingerprint))
 	}
 	copy(rec.Fingerprint[:], r.fingerprint)
-	st, err := idem.ParseState(r.state)
-	if err != nil {
-		return rec, err
+	st, ok := stateOf(byte(r.state))
+	if !ok {
+		return rec, fmt.Errorf("pgstore: record %q/%q has state code %q", rec.Scope, rec.Key, r.state)
 	}
 	rec.State = st
+	id, ok := decodeAttempt(r.attempt)
+	if !ok {
+		return rec, fmt.Errorf("pgstore: record %q/%q has a malformed attempt id %x", rec.Scope, rec.Key, r.attempt)
+	}
+	rec.AttemptID = id
 	rec.Mark = idem.Mark(r.mark)
 	rec.CreatedAt = r.createdAt.UTC()
 	rec.LeaseUntil = fromNull(r.leaseUntil)
@@ -54,6 +60,121 @@ func scanRecord(row scanner, extra ...any) (idem.Record, error) {
 		return idem.Record{}, err
 	}
 	return r.record()
+}
+
+// State codes: the table keeps a state as one "char" (migration 0003).
+const (
+	codeInProgress = "p"
+	codeSucceeded  = "s"
+	codeFailed     = "f"
+	codeUnknown    = "u"
+)
+
+// stateCode is s as a statement parameter: a constant string, which an
+// interface holds without an allocation. An unknown state has no code
+// ("?", which the table's CHECK refuses).
+func stateCode(s idem.State) string {
+	switch s {
+	case idem.StateInProgress:
+		return codeInProgress
+	case idem.StateSucceeded:
+		return codeSucceeded
+	case idem.StateFailed:
+		return codeFailed
+	case idem.StateUnknown:
+		return codeUnknown
+	}
+	return "?"
+}
+
+// stateByte receives a state code from either driver layer: pgx scans a
+// "char" into it as a byte, database/sql hands it over as a one-byte string.
+type stateByte byte
+
+// Scan implements [sql.Scanner].
+func (b *stateByte) Scan(src any) error {
+	switch v := src.(type) {
+	case string:
+		if len(v) == 1 {
+			*b = stateByte(v[0])
+			return nil
+		}
+	case []byte:
+		if len(v) == 1 {
+			*b = stateByte(v[0])
+			return nil
+		}
+	case int64:
+		if 0 <= v && v < 256 {
+			*b = stateByte(v)
+			return nil
+		}
+	}
+	return fmt.Errorf("pgstore: a state code is one byte, not %T %v", src, src)
+}
+
+// stateOf is the state a code stands for.
+func stateOf(c byte) (idem.State, bool) {
+	switch c {
+	case codeInProgress[0]:
+		return idem.StateInProgress, true
+	case codeSucceeded[0]:
+		return idem.StateSucceeded, true
+	case codeFailed[0]:
+		return idem.StateFailed, true
+	case codeUnknown[0]:
+		return idem.StateUnknown, true
+	}
+	return "", false
+}
+
+// Attempt ids are stored as bytea behind a tag byte (migration 0003): the
+// engine's ids, 32 lower-case hex digits, as their 16 bytes; any other id
+// as its bytes.
+const (
+	attemptHex  = 1
+	attemptText = 2
+)
+
+// encodeAttempt is id as stored.
+func encodeAttempt(id string) []byte {
+	if len(id) == 2*16 {
+		b := make([]byte, 1+16)
+		b[0] = attemptHex
+		ok := true
+		for i := range 16 {
+			hi, lo := lowerHex(id[2*i]), lowerHex(id[2*i+1])
+			ok = ok && hi >= 0 && lo >= 0
+			b[1+i] = byte(hi<<4 | lo&0xf)
+		}
+		if ok {
+			return b
+		}
+	}
+	return append([]byte{attemptText}, id...)
+}
+
+// lowerHex is the value of the lower-case hex digit c, or -1: an upper-case
+// digit would not survive the round trip through hex.EncodeToString.
+func lowerHex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	}
+	return -1
+}
+
+// decodeAttempt reverses encodeAttempt.
+func decodeAttempt(b []byte) (string, bool) {
+	switch {
+	case len(b) == 1+16 && b[0] == attemptHex:
+		return hex.EncodeToString(b[1:]), true
+	case len(b) >= 1 && b[0] == attemptText:
+		return string(b[1:]), true
+	}
+	return "", false
 }
 
 func fromNull(t sql.NullTime) time.Time {

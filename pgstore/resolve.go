@@ -17,10 +17,10 @@ func (o ops) Resolve(ctx context.Context, p idem.ResolveParams) (*idem.Record, e
 	}
 	from := make([]string, 0, len(p.From))
 	for _, s := range p.From {
-		from = append(from, string(s))
+		from = append(from, stateCode(s))
 	}
 	if len(from) == 0 {
-		from = append(from, string(idem.StateUnknown))
+		from = append(from, codeUnknown)
 	}
 	var (
 		rec      idem.Record
@@ -51,7 +51,7 @@ func (o ops) Resolve(ctx context.Context, p idem.ResolveParams) (*idem.Record, e
 
 // resolveArgs are the parameters of the resolve UPDATE for p.To.
 func resolveArgs(p idem.ResolveParams, from []string) ([]any, error) {
-	base := []any{p.Scope, p.Key, from, p.Fence, string(p.To), p.AttemptID}
+	base := []any{p.Scope, p.Key, from, p.Fence, stateCode(p.To), encodeAttempt(p.AttemptID)}
 	switch p.To {
 	case idem.StateSucceeded, idem.StateFailed:
 		return append(base, p.Result, nullTime(p.Now), nullTime(p.ExpiresAt), nil), nil

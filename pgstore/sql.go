@@ -49,7 +49,7 @@ func buildStatements(table string, notify bool) statements {
 	SELECT {COLS}, false AS claimed FROM {T} WHERE scope = $1 AND key = $2
 ), ins AS (
 	INSERT INTO {T} (scope, key, fingerprint, state, fence, attempt_id, intent, mark, created_at, lease_until)
-	SELECT $1, $2, $3, 'in_progress', 1, $4, $5, '', $6, $7 WHERE NOT EXISTS (SELECT 1 FROM cur)
+	SELECT $1, $2, $3, 'p', 1, $4, $5, '', $6, $7 WHERE NOT EXISTS (SELECT 1 FROM cur)
 	ON CONFLICT (scope, key) DO NOTHING
 	RETURNING {COLS}, true AS claimed
 )
@@ -63,18 +63,20 @@ SELECT * FROM ins`),
 		// statement above, which reads the existing row and handles the
 		// snapshot trap.
 		insertOnly: r.Replace(`INSERT INTO {T} (scope, key, fingerprint, state, fence, attempt_id, intent, mark, created_at, lease_until)
-VALUES ($1, $2, $3, 'in_progress', 1, $4, $5, '', $6, $7)
+VALUES ($1, $2, $3, 'p', 1, $4, $5, '', $6, $7)
 ON CONFLICT (scope, key) DO NOTHING`),
 
 		// Take over an expired terminal record. Every condition that made it
 		// reclaimable is re-checked here, against the fence that was read.
-		reclaim: r.Replace(`UPDATE {T} SET fingerprint = $3, state = 'in_progress', fence = fence + 1, attempt_id = $4,
+		reclaim: r.Replace(`UPDATE {T} SET fingerprint = $3, state = 'p', fence = fence + 1, attempt_id = $4,
 	intent = $5, result = NULL, mark = '', created_at = $6, lease_until = $7, completed_at = NULL, expires_at = NULL, waiting = false
-WHERE scope = $1 AND key = $2 AND fence = $8 AND state IN ('succeeded', 'failed') AND expires_at <= $6
+WHERE scope = $1 AND key = $2 AND fence = $8 AND state IN ('s', 'f') AND expires_at <= $6
 RETURNING {COLS}`),
 
-		finishTerminal: r.Replace(`UPDATE {T} SET state = $5, result = $6, completed_at = $7, expires_at = $8
-WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state IN ('in_progress', 'unknown')
+		// Recording a terminal outcome clears the lease, which means
+		// nothing any more (8 bytes less a row, migration 0003).
+		finishTerminal: r.Replace(`UPDATE {T} SET state = $5, result = $6, completed_at = $7, expires_at = $8, lease_until = NULL
+WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state IN ('p', 'u')
 RETURNING {COLS}, ` + notifyAt("9", "10")),
 
 		// Finish when the caller holds the claim: the UPDATE also checks
@@ -82,33 +84,33 @@ RETURNING {COLS}, ` + notifyAt("9", "10")),
 		// row means the record is the claim with the written fields over
 		// it, and nothing needs to be returned: it runs as an Exec, and
 		// flagged waiters are woken from the SET list (notifyInSet).
-		finishKnown: r.Replace(`UPDATE {T} SET state = $5, result = $6, completed_at = $7, expires_at = $8` + notifyInSet(notify, "14", "15") + `
-WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state IN ('in_progress', 'unknown')
+		finishKnown: r.Replace(`UPDATE {T} SET state = $5, result = $6, completed_at = $7, expires_at = $8, lease_until = NULL` + notifyInSet(notify, "14", "15") + `
+WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state IN ('p', 'u')
 	AND fingerprint = $9 AND intent IS NOT DISTINCT FROM $10 AND mark = $11 AND created_at = $12
 	AND lease_until IS NOT DISTINCT FROM $13`),
 
-		finishUnknown: r.Replace(`UPDATE {T} SET state = 'unknown', completed_at = $5
-WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state = 'in_progress'
+		finishUnknown: r.Replace(`UPDATE {T} SET state = 'u', completed_at = $5
+WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state = 'p'
 RETURNING {COLS}, ` + notifyAt("6", "7")),
 
 		// The EXISTS sub-select sees the statement's snapshot, taken before
 		// the delete: it tells "held by someone else" from "already gone".
 		release: r.Replace(`WITH del AS (
-	DELETE FROM {T} WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state IN ('in_progress', 'unknown')
+	DELETE FROM {T} WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state IN ('p', 'u')
 	RETURNING ` + notifyAt("5", "6") + ` AS n
 )
 SELECT (SELECT count(*) FROM del), EXISTS (SELECT 1 FROM {T} WHERE scope = $1 AND key = $2)`),
 
 		heartbeat: r.Replace(`UPDATE {T} SET lease_until = $5
-WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state = 'in_progress'`),
+WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state = 'p'`),
 
 		resolveUpdate: r.Replace(`UPDATE {T} SET state = $5, fence = fence + 1, attempt_id = $6, result = $7,
-	completed_at = $8, expires_at = $9, lease_until = COALESCE($10, lease_until)
-WHERE scope = $1 AND key = $2 AND state = ANY($3::text[]) AND ($4::bigint = 0 OR fence = $4)
+	completed_at = $8, expires_at = $9, lease_until = $10
+WHERE scope = $1 AND key = $2 AND state = ANY($3::"char"[]) AND ($4::bigint = 0 OR fence = $4)
 RETURNING {COLS}, ` + notifyAt("11", "12")),
 
 		resolveDelete: r.Replace(`DELETE FROM {T}
-WHERE scope = $1 AND key = $2 AND state = ANY($3::text[]) AND ($4::bigint = 0 OR fence = $4)
+WHERE scope = $1 AND key = $2 AND state = ANY($3::"char"[]) AND ($4::bigint = 0 OR fence = $4)
 RETURNING {COLS}, ` + notifyAt("5", "6")),
 
 		setMark: r.Replace(`WITH upd AS (
@@ -119,7 +121,7 @@ SELECT (SELECT count(*) FROM upd), EXISTS (SELECT 1 FROM {T} WHERE scope = $1 AN
 		// A waiter flags an in-flight record so that its outcome notifies.
 		// Only the first waiter writes; a record that is no longer in
 		// flight needs no flag (the waiter re-reads it).
-		markWaiting: r.Replace(`UPDATE {T} SET waiting = true WHERE scope = $1 AND key = $2 AND state = 'in_progress' AND NOT waiting`),
+		markWaiting: r.Replace(`UPDATE {T} SET waiting = true WHERE scope = $1 AND key = $2 AND state = 'p' AND NOT waiting`),
 
 		get: r.Replace(`SELECT {COLS} FROM {T} WHERE scope = $1 AND key = $2`),
 
@@ -135,14 +137,14 @@ SELECT (SELECT count(*) FROM upd), EXISTS (SELECT 1 FROM {T} WHERE scope = $1 AN
 		// re-checked against its newest version — whose tuple id is not
 		// in the list — and left alone.
 		sweep: r.Replace(`DELETE FROM {T} WHERE ctid = ANY(ARRAY(
-	SELECT ctid FROM {T} WHERE state IN ('succeeded', 'failed') AND expires_at <= $1 ORDER BY created_at LIMIT $2
-)) AND state IN ('succeeded', 'failed') AND expires_at <= $1`),
+	SELECT ctid FROM {T} WHERE state IN ('s', 'f') AND expires_at <= $1 ORDER BY created_at LIMIT $2
+)) AND state IN ('s', 'f') AND expires_at <= $1`),
 		// The sweep with its walk bounded: only records created at or
 		// before $3 can have expired (see Sweep), an index range.
 		sweepSince: r.Replace(`DELETE FROM {T} WHERE ctid = ANY(ARRAY(
-	SELECT ctid FROM {T} WHERE created_at <= $3 AND state IN ('succeeded', 'failed') AND expires_at <= $1 ORDER BY created_at LIMIT $2
-)) AND state IN ('succeeded', 'failed') AND expires_at <= $1`),
-		sweepUnbounded: r.Replace(`DELETE FROM {T} WHERE state IN ('succeeded', 'failed') AND expires_at <= $1`),
+	SELECT ctid FROM {T} WHERE created_at <= $3 AND state IN ('s', 'f') AND expires_at <= $1 ORDER BY created_at LIMIT $2
+)) AND state IN ('s', 'f') AND expires_at <= $1`),
+		sweepUnbounded: r.Replace(`DELETE FROM {T} WHERE state IN ('s', 'f') AND expires_at <= $1`),
 	}
 }
 

@@ -51,11 +51,11 @@ func TestStatementCost(t *testing.T) {
 	raw := schema + ".raw_records"
 	for _, q := range []string{
 		`CREATE TABLE ` + raw + ` (
+		fence bigint NOT NULL CHECK (fence > 0), created_at timestamptz NOT NULL, lease_until timestamptz,
+		completed_at timestamptz, expires_at timestamptz, state "char" NOT NULL CHECK (state IN ('p', 's', 'f', 'u')),
+		waiting boolean NOT NULL DEFAULT false, is_unknown boolean GENERATED ALWAYS AS (state = 'u') STORED,
 		scope text COLLATE "C" NOT NULL, key text COLLATE "C" NOT NULL, fingerprint bytea NOT NULL,
-		state text NOT NULL, fence bigint NOT NULL, attempt_id text NOT NULL, intent bytea, result bytea,
-		mark text NOT NULL DEFAULT '', created_at timestamptz NOT NULL, lease_until timestamptz,
-		completed_at timestamptz, expires_at timestamptz, waiting boolean NOT NULL DEFAULT false,
-		is_unknown boolean GENERATED ALWAYS AS (state = 'unknown') STORED,
+		attempt_id bytea NOT NULL, mark text NOT NULL DEFAULT '', intent bytea, result bytea,
 		PRIMARY KEY (scope, key)) WITH (fillfactor = 90)`,
 		`CREATE INDEX ON ` + raw + ` (created_at)`,
 		`CREATE INDEX ON ` + raw + ` (created_at) WHERE is_unknown`,
@@ -75,7 +75,7 @@ func TestStatementCost(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
 		t.Fatal(err)
 	}
-	attempt := strings.Repeat("a", 32)
+	attempt := encodeAttempt(strings.Repeat("a", 32))
 	fp := idem.NewFingerprint([]byte("idem bench request"))
 	payload := []byte(strings.Repeat("x", 200))
 	intent := []byte(`{"op":"bench"}`)
@@ -109,13 +109,13 @@ func TestStatementCost(t *testing.T) {
 	rawShape, idemShape := raw, s.names.table
 	rawIns := func(tbl string) func(string, time.Time) error {
 		q := `INSERT INTO ` + tbl + ` (scope, key, fingerprint, state, fence, attempt_id, created_at, lease_until)
-		VALUES ($1, $2, $3, 'in_progress', 1, $4, $5, $6) ON CONFLICT DO NOTHING`
+		VALUES ($1, $2, $3, 'p', 1, $4, $5, $6) ON CONFLICT DO NOTHING`
 		return func(key string, now time.Time) error {
 			return exec(q, "bench", key, fp[:], attempt, now, now.Add(lease))
 		}
 	}
 	rawUpd := func(tbl string) func(string, time.Time) error {
-		q := `UPDATE ` + tbl + ` SET state = 'succeeded', result = $1, completed_at = $2, expires_at = $3
+		q := `UPDATE ` + tbl + ` SET state = 's', result = $1, completed_at = $2, expires_at = $3
 		WHERE scope = $4 AND key = $5`
 		return func(key string, now time.Time) error {
 			return exec(q, payload, now, now.Add(time.Hour), "bench", key)
@@ -130,7 +130,7 @@ func TestStatementCost(t *testing.T) {
 	known := func(q string, intent []byte) func(string, time.Time) error {
 		return func(key string, now time.Time) error {
 			created := claimTimes[key] // as the claim stored it
-			return exec(q, "bench", key, int64(1), attempt, "succeeded", payload, now.UTC(), now.Add(time.Hour).UTC(),
+			return exec(q, "bench", key, int64(1), attempt, "s", payload, now.UTC(), now.Add(time.Hour).UTC(),
 				fp[:], intent, "", created.UTC(), created.Add(lease).UTC(), channel, token)
 		}
 	}
@@ -164,7 +164,7 @@ func TestStatementCost(t *testing.T) {
 		}
 		families = append(families, family{name, rawIns(tbl), rawUpd(tbl)})
 	}
-	stateCheck, fenceCheck := "state IN ('in_progress', 'succeeded', 'failed', 'unknown')", "fence > 0"
+	stateCheck, fenceCheck := "state IN ('p', 's', 'f', 'u')", "fence > 0"
 	withChecks("raw+state-check", stateCheck)
 	withChecks("raw+fence-check", fenceCheck)
 	withChecks("raw+both-checks", stateCheck, fenceCheck)
@@ -179,10 +179,10 @@ func TestStatementCost(t *testing.T) {
 	// $9..$13 are used where they cost nothing per row.
 	add("upd-fence-only", idemShape, idemInsOn, variant(`UPDATE {T} SET state = $5, result = $6, completed_at = $7, expires_at = $8,
 	waiting = CASE WHEN waiting THEN pg_notify($14::text, $15::text) IS NOT NULL ELSE false END
-WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state IN ('in_progress', 'unknown')
+WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state IN ('p', 'u')
 	AND $9::bytea IS NOT NULL AND $10::bytea IS NOT NULL AND $11::text IS NOT NULL AND $12::timestamptz IS NOT NULL AND $13::timestamptz IS NOT NULL`))
 	add("finishKnown-no-notify", idemShape, idemInsOn, variant(`UPDATE {T} SET state = $5, result = $6, completed_at = $7, expires_at = $8
-WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state IN ('in_progress', 'unknown')
+WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state IN ('p', 'u')
 	AND fingerprint = $9 AND intent IS NOT DISTINCT FROM $10 AND mark = $11 AND created_at = $12
 	AND lease_until IS NOT DISTINCT FROM $13 AND $14::text IS NOT NULL AND $15::text IS NOT NULL`))
 	// The same finish with 13 parameters: no channel and token.
@@ -191,13 +191,13 @@ WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state IN ('
 			q := strings.ReplaceAll(sql, "{T}", tbl)
 			return func(key string, now time.Time) error {
 				created := claimTimes[key]
-				return exec(q, "bench", key, int64(1), attempt, "succeeded", payload, now.UTC(), now.Add(time.Hour).UTC(),
+				return exec(q, "bench", key, int64(1), attempt, "s", payload, now.UTC(), now.Add(time.Hour).UTC(),
 					fp[:], intent, "", created.UTC(), created.Add(lease).UTC())
 			}
 		}
 	}
 	const knownWhere = `
-WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state IN ('in_progress', 'unknown')
+WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state IN ('p', 'u')
 	AND fingerprint = $9 AND intent IS NOT DISTINCT FROM $10 AND mark = $11 AND created_at = $12
 	AND lease_until IS NOT DISTINCT FROM $13`
 	add("finishKnown-13-nonotify", idemShape, idemInsOn, known13(`UPDATE {T} SET state = $5, result = $6, completed_at = $7, expires_at = $8`+knownWhere))

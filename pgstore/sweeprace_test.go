@@ -31,7 +31,7 @@ func TestSweepSparesARowReclaimedMeanwhile(t *testing.T) {
 			// The re-claim, held uncommitted: the row is in_progress under
 			// fence 2 for every later statement, but the sweep's snapshot
 			// still sees it expired and succeeded.
-			if _, err := tx.Exec(ctx, `UPDATE `+table+` SET state = 'in_progress', fence = fence + 1, attempt_id = 'second',
+			if _, err := tx.Exec(ctx, `UPDATE `+table+` SET state = 'p', fence = fence + 1, attempt_id = '\x02'::bytea || 'second'::bytea,
 				result = NULL, completed_at = NULL, expires_at = NULL, lease_until = $1 WHERE scope = 'tenant-1' AND key = 'k'`,
 				t0.Add(time.Hour)); err != nil {
 				t.Fatal(err)
@@ -152,7 +152,7 @@ func TestReclaimRechecksExpiry(t *testing.T) {
 	waitForLockWaitOn(ctx, t, pool, schema, "UPDATE ")
 	// The row as a sweep, a fresh claim (fence 1 again) and its finish
 	// leave it: succeeded, expiring long after the waiting claim's now.
-	if _, err := tx.Exec(ctx, `UPDATE `+table+` SET attempt_id = 'fresh', result = 'new', completed_at = $1, expires_at = $2
+	if _, err := tx.Exec(ctx, `UPDATE `+table+` SET attempt_id = '\x02'::bytea || 'fresh'::bytea, result = 'new', completed_at = $1, expires_at = $2
 		WHERE scope = 'tenant-1' AND key = 'k'`, later, later.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}

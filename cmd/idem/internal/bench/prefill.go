@@ -91,8 +91,9 @@ func postgresPrefill(pool *pgxpool.Pool, schema string) prefiller {
 				rows := make([][]any, 0, hi-lo)
 				for i := lo; i < hi; i++ {
 					t := spec.times(base, i)
-					rows = append(rows, []any{benchScope, prefillKey(i), benchFingerprint[:], "succeeded", int64(1), benchAttempt,
-						payload, "", t.created, t.lease, t.completed, t.expires, false})
+					// A terminal record keeps no lease (pgstore clears it).
+					rows = append(rows, []any{benchScope, prefillKey(i), benchFingerprint[:], "s", int64(1), pgBenchAttempt,
+						payload, "", t.created, nil, t.completed, t.expires, false})
 				}
 				if _, err := pool.CopyFrom(ctx, pgx.Identifier{schema, side[1]}, cols, pgx.CopyFromRows(rows)); err != nil {
 					return fmt.Errorf("COPY into %s: %w", side[1], err)

@@ -85,13 +85,15 @@ type pgRaw struct {
 func (p *pgRaw) create(ctx context.Context) error {
 	// The CHECK constraints are pgstore's too: PostgreSQL plans them in
 	// every INSERT and UPDATE (~15-20 µs of server CPU a request).
+	// The columns, their types and order are pgstore's (migration 0003),
+	// so that bytes a record compare like with like.
 	_, err := p.pool.Exec(ctx, `CREATE TABLE `+p.table+` (
+		fence bigint NOT NULL CHECK (fence > 0), created_at timestamptz NOT NULL, lease_until timestamptz,
+		completed_at timestamptz, expires_at timestamptz,
+		state "char" NOT NULL CHECK (state IN ('p', 's', 'f', 'u')), waiting boolean NOT NULL DEFAULT false,
+		is_unknown boolean GENERATED ALWAYS AS (state = 'u') STORED,
 		scope text COLLATE "C" NOT NULL, key text COLLATE "C" NOT NULL, fingerprint bytea NOT NULL,
-		state text NOT NULL CHECK (state IN ('in_progress', 'succeeded', 'failed', 'unknown')),
-		fence bigint NOT NULL CHECK (fence > 0), attempt_id text NOT NULL, intent bytea, result bytea,
-		mark text NOT NULL DEFAULT '', created_at timestamptz NOT NULL, lease_until timestamptz,
-		completed_at timestamptz, expires_at timestamptz, waiting boolean NOT NULL DEFAULT false,
-		is_unknown boolean GENERATED ALWAYS AS (state = 'unknown') STORED,
+		attempt_id bytea NOT NULL, mark text NOT NULL DEFAULT '', intent bytea, result bytea,
 		PRIMARY KEY (scope, key)) WITH (fillfactor = 90)`)
 	if err == nil {
 		// The same secondary indexes as pgstore's schema (migration 0002):
@@ -110,25 +112,26 @@ func (p *pgRaw) create(ctx context.Context) error {
 func (p *pgRaw) insert(ctx context.Context, key string) (bool, error) {
 	now := time.Now()
 	tag, err := p.pool.Exec(ctx, `INSERT INTO `+p.table+` (scope, key, fingerprint, state, fence, attempt_id, created_at, lease_until)
-		VALUES ($1, $2, $3, 'in_progress', 1, $4, $5, $6) ON CONFLICT DO NOTHING`,
-		benchScope, key, benchFingerprint[:], benchAttempt, now, now.Add(30*time.Second))
+		VALUES ($1, $2, $3, 'p', 1, $4, $5, $6) ON CONFLICT DO NOTHING`,
+		benchScope, key, benchFingerprint[:], pgBenchAttempt, now, now.Add(30*time.Second))
 	return tag.RowsAffected() == 1, err
 }
 
 func (p *pgRaw) update(ctx context.Context, key string, result []byte) error {
 	now := time.Now()
-	_, err := p.pool.Exec(ctx, `UPDATE `+p.table+` SET state = 'succeeded', result = $1, completed_at = $2, expires_at = $3
-		WHERE scope = $4 AND key = $5`, result, now, now.Add(time.Hour), benchScope, key)
+	_, err := p.pool.Exec(ctx, `UPDATE `+p.table+` SET state = 's', result = $1, completed_at = $2, expires_at = $3,
+		lease_until = NULL WHERE scope = $4 AND key = $5`, result, now, now.Add(time.Hour), benchScope, key)
 	return err
 }
 
 func (p *pgRaw) read(ctx context.Context, key string) error {
 	var (
-		scope, k, state, attempt, mark string
-		fp, intent, result             []byte
-		fence                          int64
-		created                        time.Time
-		lease, completed, expires      *time.Time
+		scope, k, mark              string
+		state                       byte
+		fp, attempt, intent, result []byte
+		fence                       int64
+		created                     time.Time
+		lease, completed, expires   *time.Time
 	)
 	err := p.pool.QueryRow(ctx, `SELECT scope, key, fingerprint, state, fence, attempt_id, intent, result, mark,
 		created_at, lease_until, completed_at, expires_at FROM `+p.table+` WHERE scope = $1 AND key = $2`, benchScope, key).

@@ -57,6 +57,21 @@ func TestRawTableHasTheStoresShape(t *testing.T) {
 			}
 			return sorted(checks), sorted(indexes)
 		}
+		// The columns, their types and their order: a record's bytes
+		// depend on all three (alignment).
+		columns := func(table string) string {
+			var cols string
+			if err := c.QueryRow(ctx, `SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod)
+				|| CASE WHEN attnotnull THEN ' not null' ELSE '' END || CASE WHEN attgenerated <> '' THEN ' generated' ELSE '' END,
+				', ' ORDER BY attnum) FROM pg_attribute WHERE attrelid = ($1 || '.' || $2)::regclass AND attnum > 0 AND NOT attisdropped`,
+				pgx.Identifier{schema}.Sanitize(), table).Scan(&cols); err != nil {
+				t.Fatal(err)
+			}
+			return cols
+		}
+		if raw, idem := columns("raw_records"), columns("idem_records"); raw != idem {
+			t.Errorf("columns:\nraw  %s\nidem %s", raw, idem)
+		}
 		rawChecks, rawIdx := shape("raw_records")
 		idemChecks, idemIdx := shape("idem_records")
 		if len(idemChecks) == 0 || !slices.Equal(rawChecks, idemChecks) {

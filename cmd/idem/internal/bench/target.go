@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -55,6 +56,12 @@ var (
 	benchScope       = "bench"
 	benchFingerprint = sha256.Sum256([]byte("idem bench request"))
 	benchAttempt     = strings.Repeat("a", 32) // same length as idem's attempt ids
+	// pgBenchAttempt is benchAttempt as pgstore's table keeps an engine
+	// attempt id (migration 0003): a tag byte 1, then the 16 bytes the hex
+	// digits spell. The prefill writes it into idem's table directly, and
+	// the replays read it back through the store, which refuses anything
+	// else as a malformed attempt id.
+	pgBenchAttempt = append([]byte{1}, bytes.Repeat([]byte{0xaa}, 16)...)
 )
 
 func nowMicros() int64 { return time.Now().UnixMicro() }

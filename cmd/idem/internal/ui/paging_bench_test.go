@@ -66,7 +66,7 @@ FROM n`
 const pgFill = `
 INSERT INTO %s (scope, key, fingerprint, state, fence, attempt_id, intent, result, mark, created_at, lease_until, completed_at, expires_at)
 SELECT lpad(to_hex(i %% 7), 64, '0'), 'charge:v1:shop:o-' || lpad(i::text, 7, '0'), decode(repeat('00', 32), 'hex'),
-       CASE WHEN i %% %d = 0 THEN 'unknown' ELSE 'succeeded' END, 1, 'att-' || i,
+       CASE WHEN i %% %d = 0 THEN 'u' ELSE 's' END, 1, '\x02'::bytea || convert_to('att-' || i, 'UTF8'),
        convert_to(format('{"operation":"%%s","amount":%%s,"currency":"EUR","origin":"http","fields":{"method":"POST","path":"/v1/charges"}}',
             CASE WHEN i %% %d = 0 THEN 'refund' ELSE 'charge' END, 100 + i %% 9000), 'UTF8'),
        CASE WHEN i %% %d = 0 THEN NULL ELSE decode(repeat('ab', 200), 'hex') END, '',
