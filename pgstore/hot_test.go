@@ -3,14 +3,17 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/counts"
 	"github.com/idemkit/idem/pgstore"
 )
 
@@ -97,17 +100,27 @@ func TestListAndSweepUseIndexes(t *testing.T) {
 	s := newStore(t, pgstore.Config{})
 	ctx := context.Background()
 	pool := sharedPool()
-	// 50,000 terminal records a minute apart, one in a thousand unknown.
+	// 50,000 terminal records a minute apart (IDEM_PLAN_ROWS to change it:
+	// docs/performance.md's plans are of 1,000,000), one in a thousand
+	// unknown.
+	rowCount := int64(50_000)
+	if v := os.Getenv("IDEM_PLAN_ROWS"); v != "" {
+		n, err := counts.ParseList(v)
+		if err != nil || len(n) != 1 {
+			t.Fatalf("IDEM_PLAN_ROWS=%q: want one count (%v)", v, err)
+		}
+		rowCount = n[0]
+	}
 	_, err := pool.Exec(ctx, `INSERT INTO `+s.QuotedTable()+` (scope, key, fingerprint, state, fence, attempt_id, result,
 		created_at, lease_until, completed_at, expires_at)
 		SELECT 'bench', 'key-' || i, '\x'::bytea || sha256(i::text::bytea), CASE WHEN i % 1000 = 0 THEN 'u' ELSE 's' END,
 			1, '\x01'::bytea || decode(md5(i::text), 'hex'), CASE WHEN i % 1000 = 0 THEN NULL ELSE convert_to(repeat('x', 200), 'UTF8') END,
 			t, t + interval '30 seconds', t, CASE WHEN i % 1000 = 0 THEN NULL ELSE t + interval '1 day' END
-		FROM generate_series(1, 50000) i, LATERAL (SELECT timestamptz '2030-01-01' + i * interval '1 minute' AS t) c`)
+		FROM generate_series(1, $1::bigint) i, LATERAL (SELECT timestamptz '2030-01-01' + i * interval '1 minute' AS t) c`, rowCount)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, "ANALYZE "+s.QuotedTable()); err != nil {
+	if _, err := pool.Exec(ctx, "VACUUM ANALYZE "+s.QuotedTable()); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Date(2030, 1, 20, 0, 0, 0, 0, time.UTC)
@@ -131,7 +144,31 @@ func TestListAndSweepUseIndexes(t *testing.T) {
 		if strings.Contains(plan, "Seq Scan") || !strings.Contains(plan, q.index) {
 			t.Errorf("%s: want a scan of %s and no sequential scan:\n%s", q.name, q.index, plan)
 		}
+		if os.Getenv("IDEM_PLAN_ANALYZE") != "" {
+			t.Logf("-- %s\n%s", q.name, explainAnalyze(t, pool, q.sql, q.args...))
+		}
 	}
+}
+
+// explainAnalyze runs query under EXPLAIN (ANALYZE, BUFFERS) in a
+// transaction it rolls back (a sweep deletes nothing for good).
+func explainAnalyze(t *testing.T, pool *pgxpool.Pool, query string, args ...any) string {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // the point: nothing is kept
+	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+query, args...)
+	if err != nil {
+		t.Fatalf("EXPLAIN ANALYZE %s: %v", query, err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
 }
 
 func explain(t *testing.T, pool interface {
