@@ -139,8 +139,13 @@ func (e *Engine) finishAt(ctx context.Context, rec Record, st State, val []byte,
 	}
 	if e.cfg.Encryption != nil {
 		// val is sealed already (see run). The claim as held here has its
-		// intent opened, so it is no hint of what the store holds.
-		p.Claim = Record{}
+		// intent opened: the hint carries the intent as the store holds it,
+		// kept when the claim was opened, or there is no hint.
+		if rec.opened {
+			p.Claim.Intent, p.Claim.storedIntent, p.Claim.opened = rec.storedIntent, nil, false
+		} else {
+			p.Claim = Record{}
+		}
 	}
 	var out *Record
 	err := e.retryFinishing(ctx, "finish", func() (err error) {
@@ -212,7 +217,12 @@ func (e *Engine) openRecord(r *Record) error {
 	if r == nil || e.cfg.Encryption == nil && !Sealed(r.Result) && !Sealed(r.Intent) {
 		return nil
 	}
-	return e.cfg.Encryption.OpenRecord(r)
+	stored := r.Intent
+	if err := e.cfg.Encryption.OpenRecord(r); err != nil {
+		return err
+	}
+	r.storedIntent, r.opened = stored, true
+	return nil
 }
 
 // sealResult seals an outcome's value for rec's record when encryption is

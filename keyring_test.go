@@ -347,3 +347,50 @@ func (s *subscribeStore) Subscribe(ctx context.Context, scope, key string) (<-ch
 	}
 	return ch, cancel, err
 }
+
+// hintCheckStore records, for every outcome write, whether it carried the
+// caller's claim and whether that claim's intent was the store's bytes.
+type hintCheckStore struct {
+	idem.Store
+	mu                 sync.Mutex
+	finishes, matching int
+}
+
+func (h *hintCheckStore) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
+	if p.Claim.AttemptID == p.AttemptID && p.Claim.Key == p.Key {
+		if cur, err := h.Store.Get(ctx, p.Scope, p.Key); err == nil && bytes.Equal(cur.Intent, p.Claim.Intent) && idem.Sealed(cur.Intent) {
+			h.mu.Lock()
+			h.matching++
+			h.mu.Unlock()
+		}
+	}
+	h.mu.Lock()
+	h.finishes++
+	h.mu.Unlock()
+	return h.Store.Finish(ctx, p)
+}
+
+// TestEncryptedFinishKeepsTheClaimHint: with encryption on, the outcome
+// write still hands the store the claim as the store holds it — its
+// sealed intent, not the opened one — so a SQL store can finish with one
+// statement and no read-back; the handler still sees the plaintext.
+func TestEncryptedFinishKeepsTheClaimHint(t *testing.T) {
+	st := &hintCheckStore{Store: memstore.New()}
+	e := newEngine(t, st, idem.Config{Encryption: mustKeyring(t, testKey(t, "a"))})
+	in := &idem.Intent{Operation: "charge", Amount: 500, Currency: "EUR"}
+	for i := range 3 {
+		r, err := e.DoBytes(context.Background(), idem.Request{Scope: "s", Key: idem.Key("k" + strconv.Itoa(i)), Intent: in},
+			func(_ context.Context, a *idem.Attempt) ([]byte, error) {
+				if a.Intent == nil || a.Intent.Operation != "charge" {
+					t.Errorf("handler saw intent %+v", a.Intent)
+				}
+				return []byte("ok"), nil
+			})
+		if err != nil || string(r.Value) != "ok" {
+			t.Fatalf("DoBytes: %v, %v", r, err)
+		}
+	}
+	if st.finishes != 3 || st.matching != 3 {
+		t.Fatalf("%d of %d outcome writes carried the stored claim; want all 3", st.matching, st.finishes)
+	}
+}

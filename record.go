@@ -97,6 +97,13 @@ type Record struct {
 	// ExpiresAt is when a succeeded/failed record stops replaying and the
 	// key becomes a new intent. Zero for in_progress and unknown.
 	ExpiresAt time.Time
+
+	// storedIntent is Intent as the store holds it, kept when the engine
+	// opened a sealed record (opened set), so that an outcome write can
+	// still hand the store its claim as the store holds it (see
+	// Engine.finishAt). Stores neither set nor read it.
+	storedIntent []byte
+	opened       bool
 }
 
 // Expired reports whether r is a terminal record whose retention has passed
