@@ -34,10 +34,12 @@ type Config struct {
 	// which do not implement LISTEN/NOTIFY. Defaults to false (notify on).
 	DisableNotify bool
 
-	// Batch turns on group commit: claims and outcomes written by
-	// concurrent callers within Batch.Window share one transaction and one
-	// pipelined round trip (see the package documentation). Defaults to
-	// the zero Batch: off, every write is its own transaction.
+	// Batch turns on group commit: claims (and, with BatchFinishes,
+	// outcomes) written by concurrent callers within Batch.Window are
+	// gathered into one batch, written as transactions of at most four
+	// writes, each one pipelined round trip (see the package
+	// documentation). Defaults to the zero Batch: off, every write is its
+	// own transaction.
 	Batch Batch
 
 	// BatchFinishes also batches outcomes (Finish) when Batch is on; by
