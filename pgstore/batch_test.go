@@ -43,7 +43,7 @@ func TestBatchConfigValidated(t *testing.T) {
 func TestBatchNeighbourFailure(t *testing.T) {
 	t.Parallel()
 	const n = 12
-	s := newStore(t, pgstore.Config{Batch: pgstore.Batch{Window: groupcommit.MaxWindow, MaxSize: n + 2}})
+	s := newStore(t, pgstore.Config{Batch: pgstore.Batch{Window: groupcommit.MaxWindow, MaxSize: n + 2}, BatchFinishes: true})
 	ctx := context.Background()
 	held := mustClaim(t, s, claimParams("held", "owner", t0))
 
@@ -83,6 +83,63 @@ func TestBatchNeighbourFailure(t *testing.T) {
 		}
 		if r, err := s.Get(ctx, "tenant-1", fmt.Sprint("k-", i)); err != nil || r.AttemptID != "a" {
 			t.Errorf("neighbour %d not recorded: %v", i, err)
+		}
+	}
+}
+
+// A gathered batch larger than pgstore.MaxTxWrites is written as several
+// transactions of at most that many writes (which keeps outcomes HOT; see
+// TestFirstTimeFinishIsHOTBatched), and every claim in it is still
+// answered and recorded.
+func TestBatchSplitsTransactions(t *testing.T) {
+	t.Parallel()
+	const n = 13
+	s := newStore(t, pgstore.Config{Batch: pgstore.Batch{Window: groupcommit.MaxWindow, MaxSize: n}})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			c, err := s.Claim(ctx, claimParams(fmt.Sprint("split-", i), "a", t0))
+			if err == nil && !c.Claimed {
+				err = errors.New("not claimed")
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("claim %d: %v", i, err)
+		}
+	}
+	recs, err := s.List(ctx, idem.ListFilter{})
+	if err != nil || len(recs) != n {
+		t.Fatalf("%d records, %v; want %d", len(recs), err, n)
+	}
+	submitted, largest := s.BatchStats()
+	if submitted != n {
+		t.Fatalf("%d writes batched, want %d", submitted, n)
+	}
+	if largest > pgstore.MaxTxWrites || largest < 2 {
+		t.Fatalf("the largest batch transaction held %d writes, want 2 to %d", largest, pgstore.MaxTxWrites)
+	}
+}
+
+// Outcomes are batched only with Config.BatchFinishes: by default a Finish
+// is its own statement even while claims are batched.
+func TestBatchFinishesOptIn(t *testing.T) {
+	t.Parallel()
+	for _, on := range []bool{false, true} {
+		s := newStore(t, pgstore.Config{Batch: pgstore.Batch{Window: time.Millisecond}, BatchFinishes: on})
+		c := mustClaim(t, s, claimParams("k", "a", t0))
+		mustFinish(t, s, succeed(c, "ok", t0, time.Hour))
+		want := int64(1)
+		if on {
+			want = 2
+		}
+		if got, _ := s.BatchStats(); got != want {
+			t.Errorf("BatchFinishes %v: %d writes batched, want %d", on, got, want)
 		}
 	}
 }

@@ -34,11 +34,22 @@ type Config struct {
 	// which do not implement LISTEN/NOTIFY. Defaults to false (notify on).
 	DisableNotify bool
 
-	// Batch turns on group commit: claims and outcomes written by
-	// concurrent callers within Batch.Window share one transaction and one
-	// pipelined round trip (see the package documentation). Defaults to
-	// the zero Batch: off, every write is its own transaction.
+	// Batch turns on group commit: claims (and, with BatchFinishes,
+	// outcomes) written by concurrent callers within Batch.Window are
+	// gathered into one batch, written as transactions of at most four
+	// writes, each one pipelined round trip (see the package
+	// documentation). Defaults to the zero Batch: off, every write is its
+	// own transaction.
 	Batch Batch
+
+	// BatchFinishes also batches outcomes (Finish) when Batch is on; by
+	// default only claims are batched and each outcome is its own
+	// statement and transaction. Finishes batched together tend to update
+	// rows that were claimed together, and so sit on the same heap page:
+	// within one transaction PostgreSQL cannot prune the page's old
+	// versions, the new ones stop fitting, and about half the updates are
+	// no longer HOT (see docs/performance.md). Defaults to false.
+	BatchFinishes bool
 }
 
 // Batch is [groupcommit.Config]: the window and batch size of group commit.

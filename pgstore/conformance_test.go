@@ -35,6 +35,12 @@ func TestConformanceBatched(t *testing.T) {
 	runConformance(t, pgstore.Config{Batch: pgstore.Batch{Window: time.Millisecond, MaxSize: 32}}, false)
 }
 
+// TestConformanceBatchedFinishes runs the suite with outcomes batched too.
+func TestConformanceBatchedFinishes(t *testing.T) {
+	t.Parallel()
+	runConformance(t, pgstore.Config{Batch: pgstore.Batch{Window: time.Millisecond, MaxSize: 32}, BatchFinishes: true}, false)
+}
+
 func runConformance(t *testing.T, cfg pgstore.Config, insertFirst bool) {
 	var schemas sync.Map // *pgstore.Store → schema
 	storetest.Run(t, storetest.Harness{
@@ -55,7 +61,7 @@ func runConformance(t *testing.T, cfg pgstore.Config, insertFirst bool) {
 				t.Fatal(err)
 			}
 			t.Cleanup(pool.Close)
-			peer, err := pgstore.New(context.Background(), pool, pgstore.Config{Schema: schema.(string), Batch: cfg.Batch})
+			peer, err := pgstore.New(context.Background(), pool, pgstore.Config{Schema: schema.(string), Batch: cfg.Batch, BatchFinishes: cfg.BatchFinishes})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -70,6 +70,18 @@ func (s *Store) BatchFallbacks() int64 {
 	return s.batch.fallbacks.Load()
 }
 
+// BatchStats reports how many writes were queued for group commit and the
+// most one batch transaction held.
+func (s *Store) BatchStats() (submitted, largestTx int64) {
+	if s.batch == nil {
+		return 0, 0
+	}
+	return s.batch.submitted.Load(), s.batch.largestTx.Load()
+}
+
+// MaxTxWrites is the most writes one batch transaction holds.
+const MaxTxWrites = maxTxWrites
+
 // ForceInsertFirst puts the claim-path chooser into its first-time mode
 // (plain insert first), as after a run of new keys.
 func ForceInsertFirst(s *Store) { s.mix.Pin(false) }

@@ -43,7 +43,7 @@ func (o ops) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, err
 	if p.State.Terminal() && !p.CompletedAt.IsZero() && !p.ExpiresAt.IsZero() {
 		o.st.noteTTL(p.ExpiresAt.Sub(p.CompletedAt))
 	}
-	b := o.batcher()
+	b := o.finishBatcher()
 	if b == nil {
 		if rec, err := o.finishKnown(ctx, p); rec != nil || err != nil {
 			return rec, err

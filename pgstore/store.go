@@ -135,5 +135,14 @@ func (o ops) batcher() *batcher {
 	return o.st.batch
 }
 
+// finishBatcher returns the batcher for outcomes: nil unless
+// Config.BatchFinishes is set (see there).
+func (o ops) finishBatcher() *batcher {
+	if !o.st.cfg.BatchFinishes {
+		return nil
+	}
+	return o.batcher()
+}
+
 // Schema returns the PostgreSQL schema that holds the store's tables.
 func (s *Store) Schema() string { return s.cfg.Schema }

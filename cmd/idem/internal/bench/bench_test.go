@@ -86,7 +86,7 @@ func TestDSNRewriting(t *testing.T) {
 	if got := storeOptions("postgres://u:pw@h/db?batch=2ms&password=secret&sslmode=disable"); got != "batch=2ms sslmode=disable" {
 		t.Errorf("storeOptions = %q", got)
 	}
-	if got := pgDriverDSN("postgres://u@h/db?schema=s&batch=2ms&batch_size=64&sslmode=disable&notify=false"); got != "postgres://u@h/db?sslmode=disable" {
+	if got := pgDriverDSN("postgres://u@h/db?schema=s&batch=2ms&batch_size=64&batch_finish=true&sslmode=disable&notify=false"); got != "postgres://u@h/db?sslmode=disable" {
 		t.Errorf("pgDriverDSN = %q", got)
 	}
 	got, err := mysqlDriverDSN("mysql://root:p%40ss@h/test?table=t")

@@ -16,7 +16,7 @@ import (
 
 // pgIdemParams are the DSN parameters that configure idem's store rather
 // than pgx; the raw pool does not get them.
-var pgIdemParams = []string{"schema", "notify", "batch", "batch_size"}
+var pgIdemParams = []string{"schema", "notify", "batch", "batch_size", "batch_finish"}
 
 // PostgreSQL: idem's store gets schema=<scratch>, a schema of its own in
 // the same database, and the raw table lives beside it in that schema; the

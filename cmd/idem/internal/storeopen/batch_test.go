@@ -60,10 +60,19 @@ func TestPostgresBatchParams(t *testing.T) {
 	if strings.Contains(dsn, "batch") || strings.Contains(dsn, "schema") || !strings.Contains(dsn, "sslmode=disable") {
 		t.Errorf("pgx DSN %q", dsn)
 	}
-	if cfg.Schema != "s" || cfg.Batch.Window != 2*time.Millisecond || cfg.Batch.MaxSize != 64 {
+	if cfg.Schema != "s" || cfg.Batch.Window != 2*time.Millisecond || cfg.Batch.MaxSize != 64 || cfg.BatchFinishes {
 		t.Errorf("config %+v", cfg)
 	}
 	if _, err := Parse("postgres://u@h/db?batch=soon"); err == nil {
 		t.Error("Parse accepted batch=soon")
+	}
+	dsn, cfg, err = parsePostgres("postgres://u@h/db?batch=1ms&batch_finish=true")
+	if err != nil || !cfg.BatchFinishes || strings.Contains(dsn, "batch") {
+		t.Errorf("batch_finish=true: %q %+v %v", dsn, cfg, err)
+	}
+	for _, in := range []string{"postgres://u@h/db?batch_finish=true", "postgres://u@h/db?batch=1ms&batch_finish=maybe"} {
+		if _, _, err := parsePostgres(in); err == nil {
+			t.Errorf("%s accepted", in)
+		}
 	}
 }

@@ -14,7 +14,8 @@ import (
 // PostgreSQL DSN: postgres://user@host:5432/db?… as pgx accepts it, plus
 // optional parameters that idem reads and removes before pgx sees them:
 // schema (default public) for the records table, batch / batch_size for
-// group commit (see batch.go), and notify=false to turn off LISTEN/NOTIFY
+// group commit (see batch.go), batch_finish=true to batch outcomes as well
+// as claims (pgstore.Config.BatchFinishes), and notify=false to turn off LISTEN/NOTIFY
 // wake-ups (waiters poll instead): CockroachDB and YugabyteDB do not
 // implement LISTEN/NOTIFY.
 
@@ -23,7 +24,7 @@ import (
 // error: dropping it would silently lose schema= (and print or migrate
 // "public" instead).
 func parsePostgres(raw string) (dsn string, cfg pgstore.Config, err error) {
-	dsn, q, err := splitParams(raw, append([]string{"schema", "notify"}, batchKeys...))
+	dsn, q, err := splitParams(raw, append([]string{"schema", "notify", "batch_finish"}, batchKeys...))
 	if err != nil {
 		return "", cfg, err
 	}
@@ -36,8 +37,21 @@ func parsePostgres(raw string) (dsn string, cfg pgstore.Config, err error) {
 		cfg.DisableNotify = !on
 	}
 	b, err := parseBatch(q)
+	if err != nil {
+		return "", cfg, err
+	}
 	cfg.Batch = pgstore.Batch{Window: b.window, MaxSize: b.size}
-	return dsn, cfg, err
+	if v, ok := q["batch_finish"]; ok {
+		on, err := parseBool(v[0])
+		if err != nil {
+			return "", cfg, fmt.Errorf("batch_finish=%q: %w", v[0], err)
+		}
+		if on && b.window == 0 {
+			return "", cfg, errors.New("batch_finish=true without batch=WINDOW: group commit is off")
+		}
+		cfg.BatchFinishes = on
+	}
+	return dsn, cfg, nil
 }
 
 // checkPostgres validates the DSN's shape and idem's parameters, schema
