@@ -256,15 +256,17 @@ func TestSweepBoundByRecordedRetention(t *testing.T) {
 // finished by its attempt, and the table keeps its owner and privileges.
 func TestMigrateFromEarlierVersions(t *testing.T) {
 	for _, from := range []int{1, 2} {
-		t.Run(fmt.Sprintf("from-%d", from), func(t *testing.T) { testMigrateFrom(t, from) })
+		t.Run(fmt.Sprintf("from-%d", from), func(t *testing.T) { testMigrateFrom(t, from, pgstore.DefaultTable) })
 	}
+	// A table name that needs quoting as an identifier and as a literal.
+	t.Run("from-2-quoted-name", func(t *testing.T) { testMigrateFrom(t, 2, `Idem "recs" o'k`) })
 }
 
-func testMigrateFrom(t *testing.T, from int) {
+func testMigrateFrom(t *testing.T, from int, table string) {
 	pool := testPool(t)
 	ctx := context.Background()
 	schema := freshSchema(t, pool)
-	s, err := pgstore.New(ctx, pool, pgstore.Config{Schema: schema})
+	s, err := pgstore.New(ctx, pool, pgstore.Config{Schema: schema, Table: table})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +349,7 @@ func testMigrateFrom(t *testing.T, from int) {
 		t.Fatalf("owner %q, privileges %s; want postgres and %s=rd", owner, acl, role)
 	}
 	var leftover bool
-	if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, pgx.Identifier{schema, "idem_records_v2"}.Sanitize()).Scan(&leftover); err != nil || leftover {
+	if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, pgx.Identifier{schema, table + "_v2"}.Sanitize()).Scan(&leftover); err != nil || leftover {
 		t.Fatalf("the old table is still there (%v)", err)
 	}
 }
