@@ -12,8 +12,16 @@ import "time"
 type Config struct {
 	// Window is how long a batch waits, after its first write arrives, for
 	// others to join it; it bounds the latency batching adds. Zero turns
-	// group commit off; at most [MaxWindow]. Defaults to 0 (off).
+	// group commit off unless Eager is set; at most [MaxWindow]. Defaults
+	// to 0 (off).
 	Window time.Duration
+
+	// Eager, with Window zero, turns group commit on without a window: a
+	// batch never waits for writes to join it, but takes every write that
+	// queued while earlier batches were being written. A lone write goes
+	// out at once, as without batching, and the batches grow with the
+	// load. With a window set it is refused.
+	Eager bool
 
 	// MaxSize caps the writes in one batch; a full batch is written at once
 	// without waiting for the rest of the window. At most [MaxSize].
@@ -32,4 +40,4 @@ const (
 )
 
 // On reports whether group commit is enabled.
-func (c Config) On() bool { return c.Window > 0 }
+func (c Config) On() bool { return c.Window > 0 || c.Eager }

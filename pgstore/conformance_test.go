@@ -35,6 +35,13 @@ func TestConformanceBatched(t *testing.T) {
 	runConformance(t, pgstore.Config{Batch: pgstore.Batch{Window: time.Millisecond, MaxSize: 32}}, false)
 }
 
+// TestConformanceBatchedEager runs the suite with group commit without a
+// window (Batch.Eager).
+func TestConformanceBatchedEager(t *testing.T) {
+	t.Parallel()
+	runConformance(t, pgstore.Config{Batch: pgstore.Batch{Eager: true, MaxSize: 32}}, false)
+}
+
 // TestConformanceBatchedFinishes runs the suite with outcomes batched too.
 func TestConformanceBatchedFinishes(t *testing.T) {
 	t.Parallel()

@@ -64,6 +64,11 @@ func TestFirstTimeFinishIsHOTBatched(t *testing.T) {
 	checkFirstTimeHOT(t, pgstore.Config{Batch: pgstore.Batch{Window: time.Millisecond, MaxSize: 32}}, 64)
 }
 
+// The same with group commit without a window (Batch.Eager).
+func TestFirstTimeFinishIsHOTBatchedEager(t *testing.T) {
+	checkFirstTimeHOT(t, pgstore.Config{Batch: pgstore.Batch{Eager: true, MaxSize: 32}}, 64)
+}
+
 func checkFirstTimeHOT(t *testing.T, cfg pgstore.Config, callers int) {
 	s := newStore(t, cfg)
 	eng, err := idem.New(s, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: -1}})

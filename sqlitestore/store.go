@@ -74,7 +74,7 @@ func open(ctx context.Context, path string, cfg Config, s *Store) (*Store, error
 			return nil, err
 		}
 	}
-	if cfg.Batch.Window > 0 {
+	if cfg.Batch.On() {
 		s.batch = newBatcher(s, cfg.Batch)
 	}
 	return s, nil

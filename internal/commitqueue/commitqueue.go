@@ -21,6 +21,8 @@ func Defaults(pkg string, c groupcommit.Config) (groupcommit.Config, error) {
 	switch {
 	case c.Window < 0 || c.Window > groupcommit.MaxWindow:
 		return c, fmt.Errorf("%s: Config.Batch.Window %s is outside [0, %s]", pkg, c.Window, groupcommit.MaxWindow)
+	case c.Eager && c.Window != 0:
+		return c, fmt.Errorf("%s: Config.Batch.Eager takes no window (Window is %s)", pkg, c.Window)
 	case c.MaxSize < 0 || c.MaxSize > groupcommit.MaxSize:
 		return c, fmt.Errorf("%s: Config.Batch.MaxSize %d is outside [0, %d]", pkg, c.MaxSize, groupcommit.MaxSize)
 	case c.MaxSize == 0:
@@ -51,9 +53,21 @@ type Request interface{ GroupTicket() *Ticket }
 
 // Collect gathers up to max requests after first, waiting at most window
 // after it (or until quit), and keeps only those whose callers are still
-// waiting.
+// waiting. With no window it takes only what is queued already.
 func Collect[R Request](first R, queue <-chan R, quit <-chan struct{}, window time.Duration, max int) []R {
 	batch := []R{first}
+	if window <= 0 {
+	drain:
+		for len(batch) < max {
+			select {
+			case r := <-queue:
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		return slices.DeleteFunc(batch, func(r R) bool { return !r.GroupTicket().Take() })
+	}
 	timer := time.NewTimer(window)
 	defer timer.Stop()
 gather:

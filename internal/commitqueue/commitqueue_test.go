@@ -54,12 +54,35 @@ func TestCollect(t *testing.T) {
 	}
 }
 
+// TestCollectEager: with no window, Collect takes what is queued (up to
+// max) and returns: with nothing queued, the first write goes alone.
+func TestCollectEager(t *testing.T) {
+	q := make(chan *req, 10)
+	quit := make(chan struct{}) // never closed: only an empty queue may end the gathering
+	if b := Collect(&req{n: 0}, q, quit, 0, 8); len(b) != 1 {
+		t.Fatalf("batch from an empty queue = %d requests, want 1", len(b))
+	}
+	for i := 1; i <= 5; i++ {
+		q <- &req{n: i}
+	}
+	if b := Collect(&req{n: 0}, q, quit, 0, 4); len(b) != 4 || b[3].n != 3 {
+		t.Fatalf("batch = %d requests, want the first and 3 queued", len(b))
+	}
+	if b := Collect(&req{n: 0}, q, quit, 0, 8); len(b) != 3 {
+		t.Fatalf("batch = %d requests, want the first and the 2 left", len(b))
+	}
+}
+
 func TestDefaults(t *testing.T) {
 	c, err := Defaults("x", groupcommit.Config{Window: time.Millisecond})
 	if err != nil || c.MaxSize != groupcommit.DefaultSize || !c.On() {
 		t.Fatalf("%+v, %v", c, err)
 	}
-	for _, bad := range []groupcommit.Config{{Window: -1}, {Window: 2 * time.Second}, {MaxSize: groupcommit.MaxSize + 1}, {MaxSize: -1}} {
+	if c, err := Defaults("x", groupcommit.Config{Eager: true}); err != nil || !c.On() || c.MaxSize != groupcommit.DefaultSize {
+		t.Fatalf("eager: %+v, %v", c, err)
+	}
+	for _, bad := range []groupcommit.Config{{Window: -1}, {Window: 2 * time.Second}, {MaxSize: groupcommit.MaxSize + 1}, {MaxSize: -1},
+		{Window: time.Millisecond, Eager: true}} {
 		if _, err := Defaults("pgstore", bad); err == nil || !strings.Contains(err.Error(), "pgstore: Config.Batch.") {
 			t.Errorf("%+v: %v", bad, err)
 		}

@@ -11,6 +11,7 @@ import (
 // SQL store:
 //
 //	batch=2ms        the batch window (a Go duration); absent or 0 is off
+//	batch=eager      group commit without a window (groupcommit.Config.Eager)
 //	batch_size=64    the most writes in one batch; the store's default if absent
 //
 // Both are validated by the store itself (limits and defaults live there).
@@ -18,6 +19,7 @@ import (
 // batchParams are the group-commit parameters of a DSN.
 type batchParams struct {
 	window time.Duration
+	eager  bool
 	size   int
 }
 
@@ -27,10 +29,12 @@ var batchKeys = []string{"batch", "batch_size"}
 // parseBatch reads batch and batch_size from q.
 func parseBatch(q url.Values) (batchParams, error) {
 	var b batchParams
-	if v := q.Get("batch"); v != "" {
+	if v := q.Get("batch"); v == "eager" {
+		b.eager = true
+	} else if v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
-			return b, fmt.Errorf("batch=%q is not a non-negative duration such as 2ms", v)
+			return b, fmt.Errorf("batch=%q is not eager or a non-negative duration such as 2ms", v)
 		}
 		b.window = d
 	}
@@ -39,8 +43,8 @@ func parseBatch(q url.Values) (batchParams, error) {
 		if err != nil || n <= 0 {
 			return b, fmt.Errorf("batch_size=%q is not a positive integer", v)
 		}
-		if b.window == 0 {
-			return b, fmt.Errorf("batch_size=%s without batch=WINDOW: group commit is off", v)
+		if b.window == 0 && !b.eager {
+			return b, fmt.Errorf("batch_size=%s without batch=WINDOW or batch=eager: group commit is off", v)
 		}
 		b.size = n
 	}

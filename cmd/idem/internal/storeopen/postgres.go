@@ -40,14 +40,14 @@ func parsePostgres(raw string) (dsn string, cfg pgstore.Config, err error) {
 	if err != nil {
 		return "", cfg, err
 	}
-	cfg.Batch = pgstore.Batch{Window: b.window, MaxSize: b.size}
+	cfg.Batch = pgstore.Batch{Window: b.window, Eager: b.eager, MaxSize: b.size}
 	if v, ok := q["batch_finish"]; ok {
 		on, err := parseBool(v[0])
 		if err != nil {
 			return "", cfg, fmt.Errorf("batch_finish=%q: %w", v[0], err)
 		}
-		if on && b.window == 0 {
-			return "", cfg, errors.New("batch_finish=true without batch=WINDOW: group commit is off")
+		if on && b.window == 0 && !b.eager {
+			return "", cfg, errors.New("batch_finish=true without batch=WINDOW or batch=eager: group commit is off")
 		}
 		cfg.BatchFinishes = on
 	}

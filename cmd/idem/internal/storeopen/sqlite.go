@@ -58,7 +58,7 @@ func openSQLite(ctx context.Context, d DSN, opt Options) (idem.Store, error) {
 	}
 	return sqlitestore.Open(ctx, sd.path, sqlitestore.Config{
 		Migrate: opt.Migrate, Synchronous: sd.sync,
-		Batch: sqlitestore.Batch{Window: sd.batch.window, MaxSize: sd.batch.size},
+		Batch: sqlitestore.Batch{Window: sd.batch.window, Eager: sd.batch.eager, MaxSize: sd.batch.size},
 	})
 }
 
