@@ -89,16 +89,33 @@ type batcher struct {
 	fallbacks atomic.Int64
 	// txWrites caps the writes in one transaction (maxTxWrites).
 	txWrites int
+	// eager is Batch.Eager: no window; lone is set while a write goes
+	// alone (see alone).
+	eager bool
+	lone  atomic.Bool
 	// submitted counts the writes queued, largestTx the most writes one
 	// transaction held (for tests).
 	submitted, largestTx atomic.Int64
 }
 
 func newBatcher(pool *pgxpool.Pool, b Batch) *batcher {
-	bt := &batcher{pool: pool, sem: make(chan struct{}, maxInFlight), txWrites: maxTxWrites}
+	bt := &batcher{pool: pool, sem: make(chan struct{}, maxInFlight), txWrites: maxTxWrites, eager: b.Eager}
 	bt.q = commitqueue.Start(b, bt.start, func(r *batchReq) { r.done <- batchRes{err: errClosed("batch")} })
 	return bt
 }
+
+// alone reports whether a write may skip the batcher: without a window, a
+// write that finds nothing queued, no batch being written and no other
+// write gone alone would make a batch of one, so it goes out as a plain
+// statement instead (for a claim the first-time insert: no BEGIN and
+// COMMIT, no hand-offs). The caller calls endAlone when its statement
+// has returned. One write at a time goes alone, so under load the others
+// queue and share transactions. Either way the statement decides the same.
+func (b *batcher) alone() bool {
+	return b.eager && len(b.sem) == 0 && b.q.Len() == 0 && b.lone.CompareAndSwap(false, true)
+}
+
+func (b *batcher) endAlone() { b.lone.Store(false) }
 
 // stop ends the batcher after the batches in flight; requests still queued
 // get ErrClosed.

@@ -244,3 +244,32 @@ func checkCrashRecords(t *testing.T, s *pgstore.Store, acked map[string]bool) {
 	}
 	t.Logf("%d claims acknowledged before the kill, %d records found", len(acked), len(recs))
 }
+
+// TestBatchEagerLoneWriteGoesAlone: without a window, a write that finds
+// the batcher idle is sent as a plain statement (a batch of one would only
+// add a BEGIN, a COMMIT and two hand-offs), while writes from many callers
+// at once still share transactions.
+func TestBatchEagerLoneWriteGoesAlone(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, pgstore.Config{Batch: pgstore.Batch{Eager: true, MaxSize: 32}})
+	for i := range 5 {
+		c := mustClaim(t, s, claimParams(fmt.Sprint("alone-", i), "a", t0))
+		mustFinish(t, s, succeed(c, "ok", t0, time.Hour))
+	}
+	if got, _ := s.BatchStats(); got != 0 {
+		t.Fatalf("%d lone writes went through the batcher, want 0", got)
+	}
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			for j := range 20 {
+				c := mustClaim(t, s, claimParams(fmt.Sprint("crowd-", i, "-", j), "a", t0))
+				mustFinish(t, s, succeed(c, "ok", t0, time.Hour))
+			}
+		})
+	}
+	wg.Wait()
+	if got, largest := s.BatchStats(); got == 0 || largest < 2 {
+		t.Fatalf("64 callers: %d writes batched, largest transaction %d; want some sharing", got, largest)
+	}
+}

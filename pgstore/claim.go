@@ -101,7 +101,12 @@ func (o ops) claimOnce(ctx context.Context, p idem.ClaimParams) (rec idem.Record
 	}
 	fp := p.Fingerprint // a copy: slicing p's own would move all of p to the heap
 	args := []any{p.Scope, p.Key, fp[:], encodeAttempt(p.AttemptID), p.Intent, nullTime(p.Now), nullTime(p.LeaseUntil)}
-	if b := o.batcher(); b != nil {
+	b := o.batcher()
+	if b != nil && b.alone() {
+		defer b.endAlone()
+		b = nil
+	}
+	if b != nil {
 		res := b.submit(ctx, "claim", p.Scope, p.Key, o.sql.claim, args)
 		rec, claimed, found, err = res.rec, res.flag, res.found, res.err
 	} else {

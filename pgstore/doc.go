@@ -31,11 +31,15 @@
 // # Group commit
 //
 // With Config.Batch set, claims that arrive within Batch.Window (up to
-// Batch.MaxSize) are gathered into one batch and written in transactions
+// Batch.MaxSize) — or, with Batch.Eager and no window, the claims that
+// queued while earlier batches were being written — are gathered into
+// one batch and written in transactions
 // of at most four, each sent as one pipelined round trip: BEGIN, the
 // statements in (scope, key) order (so concurrent transactions, from any
 // process, lock rows in one order and cannot deadlock each other), COMMIT.
-// Up to four transactions are in flight at once. Outcomes (Finish) join
+// Up to four transactions are in flight at once; with Eager, a write that
+// finds the batcher idle is sent on its own, as without batching (the
+// idem CLI's default for PostgreSQL). Outcomes (Finish) join
 // the batches only with Config.BatchFinishes; by default each is its own
 // statement. Both limits keep the outcome UPDATE HOT: rows claimed
 // together share a heap page, and one transaction finishing many of them,

@@ -44,6 +44,10 @@ func (o ops) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, err
 		o.st.noteTTL(p.ExpiresAt.Sub(p.CompletedAt))
 	}
 	b := o.finishBatcher()
+	if b != nil && b.alone() {
+		defer b.endAlone()
+		b = nil
+	}
 	if b == nil {
 		if rec, err := o.finishKnown(ctx, p); rec != nil || err != nil {
 			return rec, err

@@ -142,6 +142,9 @@ func (q *Queue[R]) loop() {
 	}
 }
 
+// Len is how many requests are queued and not yet gathered into a batch.
+func (q *Queue[R]) Len() int { return len(q.queue) }
+
 // Stop ends the queue once the flush in progress has returned; requests
 // still queued are answered with closed.
 func (q *Queue[R]) Stop() {

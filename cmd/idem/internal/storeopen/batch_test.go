@@ -70,9 +70,31 @@ func TestPostgresBatchParams(t *testing.T) {
 	if err != nil || !cfg.BatchFinishes || strings.Contains(dsn, "batch") {
 		t.Errorf("batch_finish=true: %q %+v %v", dsn, cfg, err)
 	}
-	for _, in := range []string{"postgres://u@h/db?batch_finish=true", "postgres://u@h/db?batch=1ms&batch_finish=maybe"} {
+	for _, in := range []string{"postgres://u@h/db?batch=0&batch_finish=true", "postgres://u@h/db?batch=1ms&batch_finish=maybe"} {
 		if _, _, err := parsePostgres(in); err == nil {
 			t.Errorf("%s accepted", in)
 		}
+	}
+}
+
+// TestPostgresBatchDefault: without batch=, a PostgreSQL store groups
+// commits without a window (batch=eager); batch=0 turns group commit off.
+func TestPostgresBatchDefault(t *testing.T) {
+	t.Parallel()
+	for in, eager := range map[string]bool{
+		"postgres://u@h/db":                         true,
+		"postgres://u@h/db?batch_size=16":           true,
+		"postgres://u@h/db?batch_finish=true":       true,
+		"postgres://u@h/db?batch=eager":             true,
+		"postgres://u@h/db?batch=0":                 false,
+		"postgres://u@h/db?batch=2ms&batch_size=64": false,
+	} {
+		dsn, cfg, err := parsePostgres(in)
+		if err != nil || cfg.Batch.Eager != eager || strings.Contains(dsn, "batch") {
+			t.Errorf("%s: pgx DSN %q, batch %+v, %v; want eager %v", in, dsn, cfg.Batch, err, eager)
+		}
+	}
+	if _, cfg, _ := parsePostgres("postgres://u@h/db?batch=0"); cfg.Batch.On() {
+		t.Errorf("batch=0: group commit on (%+v)", cfg.Batch)
 	}
 }
