@@ -187,7 +187,16 @@ func (s *flawedServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.recs[id] = rec // the claim, before the effect
 	}
 	s.mu.Unlock()
-	time.Sleep(50 * time.Millisecond) // the effect takes time
+	// The effect takes time. The server that never replays runs again any
+	// request arriving after an effect finished, so its effect lasts long
+	// enough for all of the concurrency check's burst to arrive while it
+	// runs, also under -race on a busy machine (at 50 ms a straggler
+	// failed that check in one CI run).
+	effect := 50 * time.Millisecond
+	if s.flaw == noReplay {
+		effect = 500 * time.Millisecond
+	}
+	time.Sleep(effect)
 	out := fmt.Sprintf(`{"id":%d}`, s.charges.Add(1))
 	s.mu.Lock()
 	rec.done, rec.body, rec.at = true, out, time.Now()

@@ -201,7 +201,9 @@ func (r *crashRig) usePostgres(t *testing.T) func(*testing.T, []string) (map[str
 		})
 		// One statement, one snapshot: ledger rows and records are read
 		// at the same instant.
-		rows, err := st.Pool().Query(ctx, `SELECT k.key, coalesce(l.n, 0), coalesce(r.state, '')
+		// pgstore keeps a state as a one-byte code (its migration 0003).
+		rows, err := st.Pool().Query(ctx, `SELECT k.key, coalesce(l.n, 0),
+				CASE r.state WHEN 'p' THEN 'in_progress' WHEN 's' THEN 'succeeded' WHEN 'f' THEN 'failed' WHEN 'u' THEN 'unknown' ELSE '' END
 			FROM unnest($1::text[]) AS k(key)
 			LEFT JOIN (SELECT msg_key, count(*) AS n FROM `+ledger+` GROUP BY msg_key) l ON l.msg_key = k.key
 			LEFT JOIN `+records+` r ON r.scope = $2 AND r.key = k.key`, keys, r.Scope())
