@@ -2,6 +2,7 @@ package mysqlstore_test
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 	"testing"
 	"time"
@@ -50,36 +51,7 @@ func TestSweepDoesNotHoldNewClaims(t *testing.T) {
 		swept <- err
 	}()
 	// Wait until the sweep is blocked on old-2.
-	deadline := time.Now().Add(time.Minute)
-	for {
-		var waiting int
-		// The statement as the server runs it, running for longer than its
-		// two rows take unless it waits on the held one (PROCESSLIST:
-		// INNODB_TRX's snapshot of lock waits proved unreliable, missing a
-		// wait of 50 s in one run of two).
-		err := f.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND IN ('Query', 'Execute') AND TIME_MS >= 300 AND INFO LIKE 'DELETE FROM `"+f.table+"`%'").Scan(&waiting)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if waiting > 0 {
-			break
-		}
-		select {
-		case err := <-swept:
-			t.Fatalf("the sweep ended (%v) while a record it must delete was locked", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			rows, _ := f.db.QueryContext(ctx, "SELECT trx_state, COALESCE(trx_query, '') FROM information_schema.INNODB_TRX")
-			for rows != nil && rows.Next() {
-				var a, b string
-				_ = rows.Scan(&a, &b)
-				t.Logf("trx %s %q", a, b)
-			}
-			t.Fatal("the sweep never waited on the held row")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitForBlockedDelete(ctx, t, f.db, f.table, swept)
 	conn, err := f.db.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -138,26 +110,7 @@ func TestSweepRunsAgainAfterADeadlock(t *testing.T) {
 		deleted, err = f.st.Sweep(ctx, idem.SweepParams{Now: t0.Add(2 * time.Hour), Limit: 10})
 		swept <- err
 	}()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		var waiting int
-		err := f.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND IN ('Query', 'Execute') AND TIME_MS >= 300 AND INFO LIKE 'DELETE FROM `"+f.table+"`%'").Scan(&waiting)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if waiting > 0 {
-			break
-		}
-		select {
-		case err := <-swept:
-			t.Fatalf("the sweep ended (%v) while a record it must delete was locked", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the sweep never waited on the held row")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitForBlockedDelete(ctx, t, f.db, f.table, swept)
 	// The sweep holds old-1 (deleted, uncommitted) and waits for old-2:
 	// asking for old-1 closes the cycle.
 	if err := holder.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+f.table+"` WHERE scope = 's' AND `key` = 'old-1' FOR UPDATE").Scan(&n); err != nil {
@@ -171,5 +124,40 @@ func TestSweepRunsAgainAfterADeadlock(t *testing.T) {
 	}
 	if deleted != 2 {
 		t.Fatalf("sweep deleted %d, want 2", deleted)
+	}
+}
+
+// waitForBlockedDelete returns once a DELETE on table has run for 300 ms
+// or more — waiting on a row lock, since its rows take far less — and
+// fails the test if the sweep (whose result swept carries) ends first or
+// a minute passes. It reads PROCESSLIST: INNODB_TRX's snapshot of lock
+// waits proved unreliable, missing a wait of 50 s in one run of two.
+func waitForBlockedDelete(ctx context.Context, t *testing.T, db *sql.DB, table string, swept <-chan error) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var waiting int
+		err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND IN ('Query', 'Execute') AND TIME_MS >= 300 AND INFO LIKE 'DELETE FROM `"+table+"`%'").Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			return
+		}
+		select {
+		case err := <-swept:
+			t.Fatalf("the sweep ended (%v) while a record it must delete was locked", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			rows, _ := db.QueryContext(ctx, "SELECT trx_state, COALESCE(trx_query, '') FROM information_schema.INNODB_TRX")
+			for rows != nil && rows.Next() {
+				var a, b string
+				_ = rows.Scan(&a, &b)
+				t.Logf("trx %s %q", a, b)
+			}
+			t.Fatal("the sweep never waited on the held row")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/sqlcodec"
+	"github.com/idemkit/idem/internal/statecode"
 )
 
 // notifyArgs are the channel and payload parameters of the statements that
@@ -17,18 +18,6 @@ func (o ops) notifyArgs(scope, key string) []any {
 		return nil
 	}
 	return []any{o.st.lis.channelArg, keyToken(scope, key)}
-}
-
-// stateArg is a terminal state's code as a statement parameter: a constant
-// string, which an interface holds without an allocation.
-func stateArg(s idem.State) any {
-	switch s {
-	case idem.StateSucceeded:
-		return codeSucceeded
-	case idem.StateFailed:
-		return codeFailed
-	}
-	return stateCode(s)
 }
 
 // Finish implements [idem.Store.Finish]: one conditional UPDATE; only when
@@ -58,7 +47,7 @@ func (o ops) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, err
 	switch p.State {
 	case idem.StateSucceeded, idem.StateFailed:
 		query = o.sql.finishTerminal
-		args = []any{p.Scope, p.Key, p.Fence, encodeAttempt(p.AttemptID), stateArg(p.State), p.Result,
+		args = []any{p.Scope, p.Key, p.Fence, encodeAttempt(p.AttemptID), statecode.Of(p.State), p.Result,
 			nullTime(p.CompletedAt), nullTime(p.ExpiresAt)}
 	case idem.StateUnknown:
 		query = o.sql.finishUnknown
@@ -106,7 +95,7 @@ func (o ops) finishKnown(ctx context.Context, p idem.FinishParams) (*idem.Record
 		return nil, nil
 	}
 	fp := c.Fingerprint // a copy: slicing c's would move all of p to the heap
-	args := []any{p.Scope, p.Key, p.Fence, encodeAttempt(p.AttemptID), stateArg(p.State), p.Result,
+	args := []any{p.Scope, p.Key, p.Fence, encodeAttempt(p.AttemptID), statecode.Of(p.State), p.Result,
 		nullTime(p.CompletedAt), nullTime(p.ExpiresAt),
 		fp[:], c.Intent, string(c.Mark), nullTime(c.CreatedAt), nullTime(c.LeaseUntil),
 		nil, nil} // room for the wake-up's channel and token: one allocation

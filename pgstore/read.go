@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/statecode"
 )
 
 // Get implements [idem.Store.Get].
@@ -71,11 +72,11 @@ func listQuery(base string, f idem.ListFilter) (string, []any) {
 		// an index on created_at yields the list's order, and sorts every
 		// row of the state (a second for the first page of a million
 		// records); with = it walks the index and stops at the limit.
-		where = append(where, "state = "+arg(stateCode(f.States[0])))
+		where = append(where, "state = "+arg(statecode.Of(f.States[0])))
 	} else if len(f.States) > 0 {
 		states := make([]string, len(f.States))
 		for i, s := range f.States {
-			states[i] = stateCode(s)
+			states[i] = string(rune(statecode.Of(s)))
 		}
 		where = append(where, "state = ANY("+arg(states)+"::\"char\"[])")
 	}

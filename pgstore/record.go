@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/statecode"
 )
 
 // recordRow receives the columns of a record from either driver layer.
@@ -35,7 +36,7 @@ func (r *recordRow) record() (idem.Record, error) {
 		return rec, fmt.Errorf("pgstore: record %q/%q has a %d-byte fingerprint", rec.Scope, rec.Key, len(r.fingerprint))
 	}
 	copy(rec.Fingerprint[:], r.fingerprint)
-	st, ok := stateOf(byte(r.state))
+	st, ok := statecode.State(byte(r.state))
 	if !ok {
 		return rec, fmt.Errorf("pgstore: record %q/%q has state code %q", rec.Scope, rec.Key, r.state)
 	}
@@ -62,31 +63,6 @@ func scanRecord(row scanner, extra ...any) (idem.Record, error) {
 	return r.record()
 }
 
-// State codes: the table keeps a state as one "char" (migration 0003).
-const (
-	codeInProgress = "p"
-	codeSucceeded  = "s"
-	codeFailed     = "f"
-	codeUnknown    = "u"
-)
-
-// stateCode is s as a statement parameter: a constant string, which an
-// interface holds without an allocation. An unknown state has no code
-// ("?", which the table's CHECK refuses).
-func stateCode(s idem.State) string {
-	switch s {
-	case idem.StateInProgress:
-		return codeInProgress
-	case idem.StateSucceeded:
-		return codeSucceeded
-	case idem.StateFailed:
-		return codeFailed
-	case idem.StateUnknown:
-		return codeUnknown
-	}
-	return "?"
-}
-
 // stateByte receives a state code from either driver layer: pgx scans a
 // "char" into it as a byte, database/sql hands it over as a one-byte string.
 type stateByte byte
@@ -111,21 +87,6 @@ func (b *stateByte) Scan(src any) error {
 		}
 	}
 	return fmt.Errorf("pgstore: a state code is one byte, not %T %v", src, src)
-}
-
-// stateOf is the state a code stands for.
-func stateOf(c byte) (idem.State, bool) {
-	switch c {
-	case codeInProgress[0]:
-		return idem.StateInProgress, true
-	case codeSucceeded[0]:
-		return idem.StateSucceeded, true
-	case codeFailed[0]:
-		return idem.StateFailed, true
-	case codeUnknown[0]:
-		return idem.StateUnknown, true
-	}
-	return "", false
 }
 
 // Attempt ids are stored as bytea behind a tag byte (migration 0003): the

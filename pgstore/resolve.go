@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/statecode"
 )
 
 // Resolve implements [idem.Store.Resolve] with one conditional UPDATE (or
@@ -17,10 +18,10 @@ func (o ops) Resolve(ctx context.Context, p idem.ResolveParams) (*idem.Record, e
 	}
 	from := make([]string, 0, len(p.From))
 	for _, s := range p.From {
-		from = append(from, stateCode(s))
+		from = append(from, string(rune(statecode.Of(s))))
 	}
 	if len(from) == 0 {
-		from = append(from, codeUnknown)
+		from = append(from, string(rune(statecode.Unknown)))
 	}
 	var (
 		rec      idem.Record
@@ -51,7 +52,7 @@ func (o ops) Resolve(ctx context.Context, p idem.ResolveParams) (*idem.Record, e
 
 // resolveArgs are the parameters of the resolve UPDATE for p.To.
 func resolveArgs(p idem.ResolveParams, from []string) ([]any, error) {
-	base := []any{p.Scope, p.Key, from, p.Fence, stateCode(p.To), encodeAttempt(p.AttemptID)}
+	base := []any{p.Scope, p.Key, from, p.Fence, statecode.Of(p.To), encodeAttempt(p.AttemptID)}
 	switch p.To {
 	case idem.StateSucceeded, idem.StateFailed:
 		return append(base, p.Result, nullTime(p.Now), nullTime(p.ExpiresAt), nil), nil

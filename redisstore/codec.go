@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/statecode"
 )
 
 // A record is one Redis string in layout "I1" (see the package doc):
@@ -29,42 +30,6 @@ import (
 // rewrites right after the header, so its script finds the end of the
 // result with three searches and keeps the rest of the value as one slice.
 const layoutVersion = "I1"
-
-// State codes, one byte each.
-const (
-	codeInProgress = 'p'
-	codeSucceeded  = 's'
-	codeFailed     = 'f'
-	codeUnknown    = 'u'
-)
-
-func stateCode(st idem.State) byte {
-	switch st {
-	case idem.StateInProgress:
-		return codeInProgress
-	case idem.StateSucceeded:
-		return codeSucceeded
-	case idem.StateFailed:
-		return codeFailed
-	case idem.StateUnknown:
-		return codeUnknown
-	}
-	return 0
-}
-
-func codeState(c byte) (idem.State, bool) {
-	switch c {
-	case codeInProgress:
-		return idem.StateInProgress, true
-	case codeSucceeded:
-		return idem.StateSucceeded, true
-	case codeFailed:
-		return idem.StateFailed, true
-	case codeUnknown:
-		return idem.StateUnknown, true
-	}
-	return "", false
-}
 
 // errOldLayout is wrapped when a record key holds a value this version does
 // not read: a hash (the layout before "I1") or another layout version.
@@ -137,7 +102,7 @@ func holderToken(fence int64, attempt string) string {
 // its fence: pre + fence + post is the value. The claim script inserts the
 // fence it decided.
 func claimValue(p *idem.ClaimParams) (pre string, post []byte) {
-	return layoutVersion + string(codeInProgress), appendClaimTail(nil, p)
+	return layoutVersion + string(rune(statecode.InProgress)), appendClaimTail(nil, p)
 }
 
 // newClaimValue is the whole value of a first claim (fence 1), as SET NX
@@ -152,7 +117,7 @@ func appendNewClaimValue(b []byte, p *idem.ClaimParams) []byte {
 		b = make([]byte, 0, n)
 	}
 	b = append(b, layoutVersion...)
-	b = append(b, codeInProgress, '1')
+	b = append(b, statecode.InProgress, '1')
 	return appendClaimTail(b, p)
 }
 
@@ -272,7 +237,7 @@ func decodeRecord(v string) (*idem.Record, error) {
 	if !strings.HasPrefix(v, layoutVersion) || len(v) < len(layoutVersion)+1 {
 		return nil, fmt.Errorf("redisstore: %w: value starts %q", errOldLayout, v[:min(len(v), 4)])
 	}
-	st, ok := codeState(v[len(layoutVersion)])
+	st, ok := statecode.State(v[len(layoutVersion)])
 	if !ok {
 		return nil, corrupt(fmt.Errorf("state code %q", v[len(layoutVersion)]))
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/statecode"
 )
 
 // Claim implements [idem.Store.Claim]. On Redis 7.0+ it is one plain
@@ -357,7 +358,7 @@ func (s *Store) finishArgs(p *idem.FinishParams, b []byte) (exp, val, pxat []byt
 		b = make([]byte, 0, need)
 	}
 	b = append(b, layoutVersion...)
-	b = append(b, stateCode(p.State))
+	b = append(b, statecode.Of(p.State))
 	tok := len(b)
 	b = strconv.AppendInt(b, p.Fence, 10)
 	b = append(b, ':')
@@ -384,7 +385,7 @@ func (s *Store) finishArgs(p *idem.FinishParams, b []byte) (exp, val, pxat []byt
 	val = b[:end:end]
 	if hint {
 		b = append(b, layoutVersion...)
-		b = append(b, codeInProgress)
+		b = append(b, statecode.InProgress)
 		b = append(b, b[tok:tokEnd]...)
 		b = append(b, ";;0:"...)
 		b = append(b, b[rest:end]...)
@@ -421,8 +422,8 @@ func (fc *finishCall) runRaw(ctx context.Context, rd rawDoer) (v string, claim, 
 
 // stateCodes are the state codes as script arguments.
 var stateCodes = map[idem.State]string{
-	idem.StateInProgress: string(rune(codeInProgress)), idem.StateSucceeded: string(rune(codeSucceeded)),
-	idem.StateFailed: string(rune(codeFailed)), idem.StateUnknown: string(rune(codeUnknown)),
+	idem.StateInProgress: string(rune(statecode.InProgress)), idem.StateSucceeded: string(rune(statecode.Succeeded)),
+	idem.StateFailed: string(rune(statecode.Failed)), idem.StateUnknown: string(rune(statecode.Unknown)),
 }
 
 // Release implements [idem.Store.Release].

@@ -41,21 +41,7 @@ func TestListOneStateWalksStateIndex(t *testing.T) {
 		"in_progress": {States: []idem.State{idem.StateInProgress}, Limit: 51, After: &idem.Cursor{CreatedAt: mid}},
 	} {
 		q, args := listQuery(f)
-		rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
-		p := strings.Join(plan, "; ")
+		p := strings.Join(queryPlan(t, db, q, args...), "; ")
 		if !strings.Contains(p, "idem_records_state_created (state=?") {
 			t.Errorf("%s: plan %q does not walk the (state, created_at) index", name, p)
 		}

@@ -33,23 +33,7 @@ func TestReplayReadPlan(t *testing.T) {
 	if _, err := db.ExecContext(ctx, "ANALYZE"); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+getQuery, "tenant-a", "k00042")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, detail)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	plan := queryPlan(t, db, getQuery, "tenant-a", "k00042")
 	const want = "SEARCH idem_records USING INDEX sqlite_autoindex_idem_records_1 (scope=? AND key=?)"
 	if len(plan) != 1 || plan[0] != want {
 		t.Fatalf("replay read plan:\n%s\nwant the one step %q", strings.Join(plan, "\n"), want)

@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 	"testing"
 )
@@ -12,7 +13,20 @@ import (
 // million expired records ran at ~1,300 a second).
 func TestSweepPlan(t *testing.T) {
 	s := newStore(t)
-	rows, err := s.readers.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+sweepQuery, 1, 1, 1000)
+	got := strings.Join(queryPlan(t, s.readers, sweepQuery, 1, 1, 1000), "\n")
+	if !strings.Contains(got, "USING INTEGER PRIMARY KEY (rowid=?)") || !strings.Contains(got, "USING INDEX idem_records_sweep") ||
+		strings.Contains(got, "state_created") || strings.Contains(got, "TEMP B-TREE") {
+		t.Fatalf("sweep plan:\n%s\nwant the DELETE by rowid and the batch from idem_records_sweep, no sort", got)
+	}
+}
+
+// queryPlan is the detail column of EXPLAIN QUERY PLAN for query, one
+// entry a step.
+func queryPlan(t *testing.T, db interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, query string, args ...any) []string {
+	t.Helper()
+	rows, err := db.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+query, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,9 +43,5 @@ func TestSweepPlan(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Join(plan, "\n")
-	if !strings.Contains(got, "USING INTEGER PRIMARY KEY (rowid=?)") || !strings.Contains(got, "USING INDEX idem_records_sweep") ||
-		strings.Contains(got, "state_created") || strings.Contains(got, "TEMP B-TREE") {
-		t.Fatalf("sweep plan:\n%s\nwant the DELETE by rowid and the batch from idem_records_sweep, no sort", got)
-	}
+	return plan
 }
