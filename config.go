@@ -88,6 +88,13 @@ type Config struct {
 	// engine then logs each finding at error level and reports an
 	// [EventVolatileStore]. Defaults to false.
 	AllowVolatileStore bool
+	// AllowAsyncReplication lets New start on a store whose replication
+	// can lose an acknowledged claim in a failover (an asynchronous
+	// standby or replica; see [ReplicationChecker]), or whose replication
+	// it cannot check, instead of refusing with [ErrUnsafeReplication].
+	// The engine then logs each finding at error level and reports an
+	// [EventReplication] with Delta 0. Defaults to false.
+	AllowAsyncReplication bool
 	// MaxIntent bounds the encoded intent journal written with a claim
 	// (Request.Intent or LazyIntent, as JSON), in bytes: a request whose
 	// intent is larger is refused with an [*IntentTooLargeError] before

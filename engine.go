@@ -84,6 +84,9 @@ func NewContext(ctx context.Context, store Store, cfg Config) (*Engine, error) {
 	if err := checkDurability(ctx, store, &cfg); err != nil {
 		return nil, err
 	}
+	if err := checkReplication(ctx, store, &cfg); err != nil {
+		return nil, err
+	}
 	e := &Engine{store: store, cfg: cfg, cache: newReplayCache(cfg.ReplayCache, store), observe: observing(cfg.Observer), wallClock: wallClock, sync: &clockSync{}}
 	if err := e.startClockSync(ctx); err != nil {
 		return nil, fmt.Errorf("idem: New: reading the store's clock: %w", err)
@@ -536,6 +539,12 @@ func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, 
 				e.plainFinished(frec, &rec, val)
 				return Result{Value: val, State: StateSucceeded, Record: *frec}, OutcomeFirst, nil
 			}
+			if frec, lerr := e.onRefusedOutcome(fctx, req, rec, StateSucceeded, sval, now, ferr); frec != nil {
+				e.plainFinished(frec, &rec, val)
+				return Result{Value: val, State: StateSucceeded, Record: *frec}, OutcomeLostClaim, nil
+			} else {
+				ferr = lerr
+			}
 			return e.finishFailed(ferr)
 		}
 		e.plainFinished(frec, &rec, val)
@@ -551,8 +560,13 @@ func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, 
 		}
 		return Result{}, OutcomeReleased, herr
 	case errors.Is(herr, ErrUnknown) || errors.Is(herr, context.Canceled) || errors.Is(herr, context.DeadlineExceeded):
-		if _, ferr := e.finish(fctx, rec, StateUnknown, nil); ferr != nil && !errors.Is(ferr, ErrFenced) {
-			e.cfg.Logger.Error("idem: record unknown", "key_hash", hashForLog(rec.Scope, rec.Key), "err", ferr)
+		if _, ferr := e.finish(fctx, rec, StateUnknown, nil); ferr != nil {
+			if errors.Is(ferr, ErrFenced) || errors.Is(ferr, ErrNotFound) {
+				// Logged and counted when the store lost the claim.
+				_, _ = e.onRefusedOutcome(fctx, req, rec, StateUnknown, nil, e.nowAt(wall), ferr)
+			} else {
+				e.cfg.Logger.Error("idem: record unknown", "key_hash", hashForLog(rec.Scope, rec.Key), "err", ferr)
+			}
 		}
 		r := rec
 		return Result{Record: rec}, OutcomeUnknown, &UnknownOutcomeError{Scope: req.Scope, Key: string(req.Key), Record: &r, RetryAfter: e.cfg.RetryAfter}
@@ -568,6 +582,12 @@ func (e *Engine) run(ctx context.Context, req *Request, pol Policy, rec Record, 
 			if frec, ok := e.spoolAfter(ferr, rec, StateFailed, sval, now, false); ok {
 				e.plainFinished(frec, &rec, []byte(msg))
 				return Result{Value: []byte(msg), State: StateFailed, Record: *frec}, OutcomeFailed, &FailureError{Message: msg, Err: herr}
+			}
+			if frec, lerr := e.onRefusedOutcome(fctx, req, rec, StateFailed, sval, now, ferr); frec != nil {
+				e.plainFinished(frec, &rec, []byte(msg))
+				return Result{Value: []byte(msg), State: StateFailed, Record: *frec}, OutcomeLostClaim, &FailureError{Message: msg, Err: herr}
+			} else {
+				ferr = lerr
 			}
 			return e.finishFailed(ferr)
 		}
@@ -590,6 +610,9 @@ func (e *Engine) spoolAfter(err error, rec Record, st State, val []byte, now tim
 // have run; the record stays in_progress and becomes unknown after its lease,
 // so it is never run again by a duplicate.
 func (e *Engine) finishFailed(err error) (Result, Outcome, error) {
+	if errors.Is(err, ErrStoreLostClaim) {
+		return Result{}, OutcomeLostClaim, err
+	}
 	if errors.Is(err, ErrFenced) {
 		return Result{}, OutcomeFenced, err
 	}

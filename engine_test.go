@@ -204,12 +204,13 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 	}
 	step(idem.OutcomeConflict, idem.Request{Key: "c"}, ok("v"))
 	step(idem.OutcomeError, idem.Request{Key: ""}, ok("v"))
-	// Fenced: the record is resolved by an operator while the effect runs.
+	// Fenced: the record is resolved by an operator while the effect runs
+	// (the fence grows).
 	step(idem.OutcomeFenced, idem.Request{Key: "x"}, func(ctx context.Context, a *idem.Attempt) ([]byte, error) {
 		if _, err := st.Finish(ctx, idem.FinishParams{Key: "x", Fence: a.Fence, AttemptID: a.ID, State: idem.StateUnknown, CompletedAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.Resolve(ctx, "", "x", idem.Resolution{Release: true, Actor: "test", Reason: "fence it"}); err != nil {
+		if _, err := e.Resolve(ctx, "", "x", idem.Resolution{As: idem.StateFailed, Result: []byte("declined"), Actor: "test", Reason: "fence it"}); err != nil {
 			t.Fatal(err)
 		}
 		return []byte("late"), nil

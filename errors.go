@@ -200,3 +200,41 @@ func Release(err error) error { return &markedError{mark: ErrReleased, err: err}
 func Unknown(err error) error { return &markedError{mark: ErrUnknown, err: err} }
 
 func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+// ErrStoreLostClaim: recording an outcome found that the store no longer
+// had the claim the effect ran under — the record vanished, or another
+// attempt holds the key at a fence that did not grow. The store went back
+// in time (a failover to a replica that never received the claim, a
+// restart that forgot it), so a retry may already have run the effect
+// again. It is not [ErrFenced]: nothing took the claim over by the rules.
+// The error is a [*LostClaimError].
+var ErrStoreLostClaim = errors.New("idem: the store lost a claim")
+
+// LostClaimError reports an outcome write that found its claim lost by
+// the store (see [ErrStoreLostClaim]).
+type LostClaimError struct {
+	Scope, Key string
+	// Fence and AttemptID are the claim the effect ran under.
+	Fence     int64
+	AttemptID string
+	// Found is the record the store holds now, or nil when it has none.
+	Found *Record
+	// WrittenBack is true when the engine wrote the known outcome back as
+	// a new record (the key was free), so retries replay it from now on.
+	WrittenBack bool
+}
+
+func (e *LostClaimError) Error() string {
+	s := fmt.Sprintf("idem: the store lost the claim of key %q (fence %d) while its effect ran", e.Key, e.Fence)
+	switch {
+	case e.Found == nil && e.WrittenBack:
+		return s + ": the record was gone; the outcome was written back"
+	case e.Found == nil:
+		return s + ": the record is gone"
+	default:
+		return s + fmt.Sprintf(": another attempt holds the key at fence %d (%s), so a retry may have run the effect again", e.Found.Fence, e.Found.State)
+	}
+}
+
+// Is reports [ErrStoreLostClaim].
+func (e *LostClaimError) Is(target error) bool { return target == ErrStoreLostClaim }

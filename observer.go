@@ -19,7 +19,11 @@ const (
 	OutcomeFailed   Outcome = "failed"   // the effect ran and failed; recorded
 	OutcomeUnknown  Outcome = "unknown"  // the outcome could not be decided
 	OutcomeFenced   Outcome = "fenced"   // the attempt lost its claim before recording
-	OutcomeError    Outcome = "error"    // the store failed; nothing was run
+	// OutcomeLostClaim: the effect ran, and recording its outcome found
+	// that the store had lost the claim (a failover to a replica that
+	// never had it, a record that vanished): see [ErrStoreLostClaim].
+	OutcomeLostClaim Outcome = "lost_claim"
+	OutcomeError     Outcome = "error" // the store failed; nothing was run
 	// OutcomeCancelled: the caller went away (its context ended) before
 	// the effect started; nothing was run and nothing is claimed.
 	OutcomeCancelled Outcome = "cancelled"
@@ -62,6 +66,17 @@ const (
 	// (idemhttp), not by the engine. Quota ("inflight" or "rate"),
 	// Operation, Scope, Key.
 	EventScopeQuota
+	// EventReplication: at start, whether a failover of the store can
+	// lose an acknowledged claim (see [ReplicationChecker]): Delta 1 when
+	// it cannot (or the store has no replication to check), 0 when the
+	// engine started on an unsafe setup because
+	// Config.AllowAsyncReplication is set (Err is the
+	// [*ReplicationError], or why the check could not run).
+	EventReplication
+	// EventLostClaim: an outcome write found that the store had lost the
+	// claim the effect ran under (Delta 1; Err is the [*LostClaimError]).
+	// Scope, Key, Operation.
+	EventLostClaim
 )
 
 // Event is what the engine reports to an [Observer]. Scope and Key are the

@@ -366,7 +366,11 @@ func (c *call) run(req idem.Request) {
 	} else {
 		c.rec.send()
 	}
-	if err != nil && !errors.Is(err, idem.ErrReleased) && !errors.Is(err, idem.ErrUnknownOutcome) && !errors.Is(err, idem.ErrUnknown) {
+	switch {
+	case err == nil, errors.Is(err, idem.ErrReleased), errors.Is(err, idem.ErrUnknownOutcome), errors.Is(err, idem.ErrUnknown):
+	case errors.Is(err, idem.ErrStoreLostClaim):
+		m.cfg.Logger.Error("idemhttp: response sent, but the store lost this request's claim while it ran (a failover to a replica that never had it, or a store that forgot it); another attempt holds the key and may run the effect again", "err", err)
+	default:
 		m.cfg.Logger.Error("idemhttp: response sent but its outcome was not recorded; the record becomes unknown after its lease", "err", err)
 	}
 	if c.rec.gone || errors.Is(c.r.Context().Err(), context.Canceled) {

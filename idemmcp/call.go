@@ -116,7 +116,7 @@ func (g *Guard) outcome(out idem.Result, err error, st *callState, scope, name s
 		return mismatchError(in, name, g.digests.Diff(keyedDigests(me.Record), scope, in.digests), me), nil
 	case errors.As(err, &ife):
 		return inFlightError(in.key, ife), nil
-	case errors.Is(err, idem.ErrUnknownOutcome), errors.Is(err, idem.ErrFenced):
+	case errors.Is(err, idem.ErrUnknownOutcome), errors.Is(err, idem.ErrFenced), errors.Is(err, idem.ErrStoreLostClaim):
 		return unknownError(in.key), nil
 	case errors.Is(err, idem.ErrStoreUnavailable):
 		return unavailableError(in.key), nil

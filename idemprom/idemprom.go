@@ -3,7 +3,7 @@
 // [New] returns an [idem.Observer]; pass it as idem.Config.Observer. All
 // metric names have the idem_ prefix; keys and scopes are never exported.
 //
-//	idem_requests_total{operation,outcome}      engine calls by outcome (first, replay, conflict, mismatch, released, failed, unknown, fenced, error, cancelled)
+//	idem_requests_total{operation,outcome}      engine calls by outcome (first, replay, conflict, mismatch, released, failed, unknown, fenced, lost_claim, error, cancelled)
 //	idem_in_flight{operation}                   effects running now
 //	idem_wait_seconds                           time duplicates waited for an in-flight attempt
 //	idem_store_op_duration_seconds{op,result}   store operation latency (result: ok, error, or cancelled when the caller went away)
@@ -13,6 +13,8 @@
 //	idem_duplicate_ratio                        share of calls that found the key already used (replay, conflict, mismatch)
 //	idem_store_volatile                         1 when started on a store that can forget (AllowVolatileStore)
 //	idem_store_clock_offset_seconds             last measured offset of the engine's clock to the store's
+//	idem_store_replication_safe                 1 when a failover cannot lose an acknowledged claim, 0 when started on one that can (AllowAsyncReplication)
+//	idem_store_lost_claims_total                outcome writes that found their claim lost by the store (a failover, a forgetting store)
 //
 // [NewStoreCollector] adds the unknown-record gauges (idem_unknown_records,
 // idem_oldest_unknown_age_seconds) read from the store, and
@@ -109,7 +111,7 @@ func (o *Observer) Observe(ctx context.Context, ev idem.Event) {
 		o.spooled.Add(float64(ev.Delta))
 	case idem.EventWait:
 		o.wait.Observe(ev.Duration.Seconds())
-	case idem.EventVolatileStore, idem.EventClockOffset:
+	case idem.EventVolatileStore, idem.EventClockOffset, idem.EventReplication, idem.EventLostClaim:
 		o.health.observe(ev)
 	case idem.EventStore:
 		result := "ok"

@@ -54,3 +54,47 @@ func TestStoreHealthGauges(t *testing.T) {
 		}
 	}
 }
+
+// asyncReplicated is a memory store that reports what a PostgreSQL with an
+// asynchronous standby would.
+type asyncReplicated struct{ *memstore.Store }
+
+func (asyncReplicated) CheckReplication(context.Context) (idem.Replication, error) {
+	return idem.Replication{Topology: "primary with 1 asynchronous standby", Findings: []idem.Finding{{Setting: "synchronous_standby_names",
+		Value: "''", Problem: "a failover loses claims", Fix: "name the standby", Severity: idem.SeverityRefuse}}}, nil
+}
+
+// TestReplicationGauge: idem_store_replication_safe is 1 on a store a
+// failover cannot make lose a claim, 0 when the engine was allowed to
+// start on asynchronous replication; idem_store_lost_claims_total counts
+// EventLostClaim.
+func TestReplicationGauge(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		st   idem.Store
+		want float64
+	}{
+		{"safe", memstore.New(), 1},
+		{"async allowed", asyncReplicated{memstore.New()}, 0},
+	} {
+		reg := prometheus.NewRegistry()
+		obs, err := idemprom.New(reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng, err := idem.New(tc.st, idem.Config{Observer: obs, AllowAsyncReplication: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng.Close()
+		if got := gauge(t, reg, "idem_store_replication_safe", nil); got != tc.want {
+			t.Errorf("%s: idem_store_replication_safe = %v, want %v", tc.name, got, tc.want)
+		}
+		obs.Observe(context.Background(), idem.Event{Kind: idem.EventLostClaim, Delta: 1})
+		obs.Observe(context.Background(), idem.Event{Kind: idem.EventLostClaim, Delta: 1})
+		if got := gauge(t, reg, "idem_store_lost_claims_total", nil); got != 2 {
+			t.Errorf("%s: idem_store_lost_claims_total = %v, want 2", tc.name, got)
+		}
+	}
+}

@@ -12,8 +12,9 @@ import (
 // CLI's own Redis client, so that the engine checks the store's durability
 // and decides on its clock exactly as it does on the store itself.
 var (
-	_ idem.DurabilityChecker = (*closeBoth)(nil)
-	_ idem.StoreClock        = (*closeBoth)(nil)
+	_ idem.DurabilityChecker  = (*closeBoth)(nil)
+	_ idem.ReplicationChecker = (*closeBoth)(nil)
+	_ idem.StoreClock         = (*closeBoth)(nil)
 )
 
 // CheckDurability asks the wrapped store, when it can tell.
@@ -22,6 +23,14 @@ func (c *closeBoth) CheckDurability(ctx context.Context) ([]idem.Finding, error)
 		return d.CheckDurability(ctx)
 	}
 	return nil, nil
+}
+
+// CheckReplication asks the wrapped store, when it can tell.
+func (c *closeBoth) CheckReplication(ctx context.Context) (idem.Replication, error) {
+	if r, ok := c.Store.(idem.ReplicationChecker); ok {
+		return r.CheckReplication(ctx)
+	}
+	return idem.Replication{}, nil
 }
 
 // StoreTime reads the wrapped store's clock.

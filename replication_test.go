@@ -1,0 +1,126 @@
+package idem_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/memstore"
+)
+
+// replicated is a memory store whose replication check answers rep or
+// err, as a real store's would.
+type replicated struct {
+	*memstore.Store
+	rep idem.Replication
+	err error
+}
+
+func (r replicated) CheckReplication(context.Context) (idem.Replication, error) { return r.rep, r.err }
+
+var asyncStandby = idem.Replication{
+	Topology: "primary with 1 asynchronous standby",
+	Findings: []idem.Finding{{Setting: "synchronous_standby_names", Value: "''", Problem: "a failover loses claims",
+		Fix: "name the standby", Severity: idem.SeverityRefuse}},
+}
+
+// replicationEvents records the Delta of every EventReplication.
+type replicationEvents struct {
+	mu     sync.Mutex
+	deltas []int
+}
+
+func (r *replicationEvents) Observe(_ context.Context, ev idem.Event) {
+	if ev.Kind == idem.EventReplication {
+		r.mu.Lock()
+		r.deltas = append(r.deltas, ev.Delta)
+		r.mu.Unlock()
+	}
+}
+
+func TestNewRefusesAsyncReplication(t *testing.T) {
+	t.Parallel()
+	_, err := idem.New(replicated{Store: memstore.New(), rep: asyncStandby}, idem.Config{})
+	var rerr *idem.ReplicationError
+	if !errors.Is(err, idem.ErrUnsafeReplication) || !errors.As(err, &rerr) || len(rerr.Findings) != 1 {
+		t.Fatalf("New = %v, want a ReplicationError", err)
+	}
+	for _, want := range []string{"asynchronous replication", "synchronous_standby_names", "fix: name the standby", "AllowAsyncReplication", "1 asynchronous standby"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
+func TestNewAllowsAsyncReplicationWhenTold(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	ev := &replicationEvents{}
+	e, err := idem.New(replicated{Store: memstore.New(), rep: asyncStandby},
+		idem.Config{AllowAsyncReplication: true, Observer: ev, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatalf("New with AllowAsyncReplication: %v", err)
+	}
+	e.Close()
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "ASYNCHRONOUS REPLICATION") {
+		t.Fatalf("log %q, want an error naming asynchronous replication", logs.String())
+	}
+	if len(ev.deltas) != 1 || ev.deltas[0] != 0 {
+		t.Fatalf("EventReplication deltas %v, want [0] (unsafe)", ev.deltas)
+	}
+}
+
+func TestNewReportsSafeReplication(t *testing.T) {
+	t.Parallel()
+	for name, st := range map[string]idem.Store{
+		"checked":   replicated{Store: memstore.New(), rep: idem.Replication{Topology: "standalone"}},
+		"unchecked": memstore.New(),
+	} {
+		ev := &replicationEvents{}
+		e, err := idem.New(st, idem.Config{Observer: ev})
+		if err != nil {
+			t.Fatalf("%s: New: %v", name, err)
+		}
+		e.Close()
+		if len(ev.deltas) != 1 || ev.deltas[0] != 1 {
+			t.Fatalf("%s: EventReplication deltas %v, want [1] (safe)", name, ev.deltas)
+		}
+	}
+}
+
+func TestNewRefusesUncheckableReplication(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("permission denied for pg_stat_replication")
+	if _, err := idem.New(replicated{Store: memstore.New(), err: boom}, idem.Config{}); !errors.Is(err, boom) {
+		t.Fatalf("New = %v, want the check's error", err)
+	}
+	ev := &replicationEvents{}
+	e, err := idem.New(replicated{Store: memstore.New(), err: boom}, idem.Config{AllowAsyncReplication: true, Observer: ev})
+	if err != nil {
+		t.Fatalf("New with AllowAsyncReplication: %v", err)
+	}
+	e.Close()
+	if len(ev.deltas) != 1 || ev.deltas[0] != 0 {
+		t.Fatalf("EventReplication deltas %v, want [0]", ev.deltas)
+	}
+}
+
+func TestReplicationWarningLogged(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	rep := idem.Replication{Topology: "primary with 1 synchronous standby", Findings: []idem.Finding{{Setting: "synchronous_commit", Value: "remote_write",
+		Problem: "an OS crash of the standby", Fix: "on", Severity: idem.SeverityWarning}}}
+	e, err := idem.New(replicated{Store: memstore.New(), rep: rep}, idem.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatalf("New with a warning: %v", err)
+	}
+	e.Close()
+	if !rep.Safe() || !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "remote_write") {
+		t.Fatalf("log %q, want a warning naming remote_write", logs.String())
+	}
+}
