@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,18 +24,21 @@ type schemaChecker interface {
 const doctorCheckTimeout = 10 * time.Second
 
 func cmdDoctor(ctx context.Context, e *env, args []string) int {
-	f := e.newFlags("doctor", "idem doctor [--store DSN] [--ttl DUR] [--cover NAME=DUR]... [--lease DUR]",
+	f := e.newFlags("doctor", "idem doctor [--store DSN] [--ttl DUR] [--cover NAME=DUR]... [--lease DUR] [--json]",
 		"Check a store as the proxy and the engine would run on it, and print every finding\n"+
 			"with its fix: the schema (version, unique constraint on (scope, key)), durability\n"+
-			"settings (eviction, persistence, fsync), clock skew between this host and the store,\n"+
-			"the oldest unknown record, and the retention (--ttl) against the windows it must\n"+
-			"cover (--cover). Exit 0 when healthy, 3 on findings, 1 when a check cannot run.",
+			"settings (eviction, persistence, fsync), replication (whether a failover can lose a\n"+
+			"claim the store acknowledged: asynchronous standbys and replicas), clock skew between\n"+
+			"this host and the store, the oldest unknown record, and the retention (--ttl) against\n"+
+			"the windows it must cover (--cover). Exit 0 when healthy, 3 on findings, 1 when a\n"+
+			"check cannot run.",
 		"idem doctor --store redis://127.0.0.1:6379/0 --ttl 24h --cover dlq-replay=72h")
 	dsn := f.String("store", storeopen.Default, "store DSN: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, memory://")
 	ttl := f.duration("ttl", 24*time.Hour, "the TTL the proxy or engine runs with")
 	lease := f.duration("lease", 30*time.Second, "the lease the proxy or engine runs with (clock skew is judged against a quarter of it)")
 	cover := coverFlag{}
 	f.Var(cover, "cover", "a window the TTL must cover, NAME=DUR (repeatable)")
+	asJSON := f.Bool("json", false, "print the report as one JSON object (every check, every finding)")
 	pos, code, ok := f.parse(args)
 	if !ok {
 		return code
@@ -50,31 +54,53 @@ func cmdDoctor(ctx context.Context, e *env, args []string) int {
 		return code
 	}
 	defer st.Close()
-	d := &doctor{w: e.stdout, st: st, ttl: *ttl, lease: *lease, cover: cover}
-	fmt.Fprintf(e.stdout, "idem doctor: %s\n", redacted(*dsn))
+	d := &doctor{st: st, ttl: *ttl, lease: *lease, cover: cover}
 	d.run(ctx)
+	if *asJSON {
+		if err := d.writeJSON(e.stdout, redacted(*dsn)); err != nil {
+			return f.fail(err)
+		}
+	} else {
+		d.writeText(e.stdout, redacted(*dsn))
+	}
 	switch {
 	case d.failed > 0:
-		fmt.Fprintf(e.stdout, "%d check(s) could not run.\n", d.failed)
 		return exitFailure
 	case d.findings > 0:
-		fmt.Fprintf(e.stdout, "%d finding(s).\n", d.findings)
 		return exitFindings
 	}
-	fmt.Fprintln(e.stdout, "healthy.")
 	return exitOK
 }
 
-// doctor runs the checks and prints one block per check.
+// doctor runs the checks and keeps their results for the report.
 type doctor struct {
-	w        io.Writer
 	st       idem.Store
 	ttl      time.Duration
 	lease    time.Duration
 	cover    coverFlag
-	findings int  // findings printed
+	results  []checkResult
+	findings int  // findings in all
 	failed   int  // checks that could not run
 	noTable  bool // the schema check found no records table
+	topology string
+}
+
+// checkResult is one check's outcome: what was fine, its findings, or why
+// it could not run.
+type checkResult struct {
+	Name     string        `json:"name"`
+	OK       string        `json:"ok,omitempty"`
+	Error    string        `json:"error,omitempty"`
+	Findings []findingJSON `json:"findings"`
+}
+
+// findingJSON is an idem.Finding as doctor --json prints it.
+type findingJSON struct {
+	Severity string `json:"severity"`
+	Setting  string `json:"setting"`
+	Value    string `json:"value"`
+	Problem  string `json:"problem"`
+	Fix      string `json:"fix"`
 }
 
 func (d *doctor) run(ctx context.Context) {
@@ -84,6 +110,7 @@ func (d *doctor) run(ctx context.Context) {
 	}{
 		{"schema", d.schema},
 		{"durability", d.durability},
+		{"replication", d.replication},
 		{"clock", d.clock},
 		{"unknown", d.unknown},
 		{"retention", d.retention},
@@ -91,25 +118,74 @@ func (d *doctor) run(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(ctx, doctorCheckTimeout)
 		ok, fs, err := c.run(cctx)
 		cancel()
-		d.report(c.name, ok, fs, err)
+		r := checkResult{Name: c.name, Findings: []findingJSON{}}
+		switch {
+		case err != nil:
+			d.failed++
+			r.Error = err.Error()
+		case len(fs) == 0:
+			r.OK = ok
+		}
+		for _, f := range fs {
+			d.findings++
+			r.Findings = append(r.Findings, findingJSON{Severity: f.Severity.String(), Setting: f.Setting, Value: f.Value, Problem: f.Problem, Fix: f.Fix})
+		}
+		d.results = append(d.results, r)
 	}
 }
 
-// report prints one check: its error, its findings, or what was fine.
-func (d *doctor) report(name, ok string, fs []idem.Finding, err error) {
+// writeText prints one block per check: its error, its findings, or what
+// was fine; then the verdict.
+func (d *doctor) writeText(w io.Writer, store string) {
+	fmt.Fprintf(w, "idem doctor: %s\n", store)
+	for _, r := range d.results {
+		switch {
+		case r.Error != "":
+			fmt.Fprintf(w, "%-8s %-11s %s\n", "ERROR", r.Name, r.Error)
+		case len(r.Findings) == 0:
+			fmt.Fprintf(w, "%-8s %-11s %s\n", "ok", r.Name, r.OK)
+		}
+		if r.Name == "replication" && len(r.Findings) > 0 && d.topology != "" {
+			fmt.Fprintf(w, "%-8s %-11s %s\n", "", r.Name, d.topology)
+		}
+		for _, f := range r.Findings {
+			fmt.Fprintf(w, "%-8s %-11s %s = %s\n", strings.ToUpper(f.Severity), r.Name, f.Setting, f.Value)
+			fmt.Fprintf(w, "%-20s problem: %s\n", "", f.Problem)
+			fmt.Fprintf(w, "%-20s fix:     %s\n", "", f.Fix)
+		}
+	}
 	switch {
-	case err != nil:
-		d.failed++
-		fmt.Fprintf(d.w, "%-8s %-11s %v\n", "ERROR", name, err)
-	case len(fs) == 0:
-		fmt.Fprintf(d.w, "%-8s %-11s %s\n", "ok", name, ok)
+	case d.failed > 0:
+		fmt.Fprintf(w, "%d check(s) could not run.\n", d.failed)
+	case d.findings > 0:
+		fmt.Fprintf(w, "%d finding(s).\n", d.findings)
+	default:
+		fmt.Fprintln(w, "healthy.")
 	}
-	for _, f := range fs {
-		d.findings++
-		fmt.Fprintf(d.w, "%-8s %-11s %s = %s\n", strings.ToUpper(f.Severity.String()), name, f.Setting, f.Value)
-		fmt.Fprintf(d.w, "%-20s problem: %s\n", "", f.Problem)
-		fmt.Fprintf(d.w, "%-20s fix:     %s\n", "", f.Fix)
+}
+
+// doctorJSON is the report doctor --json prints.
+type doctorJSON struct {
+	Store string `json:"store"`
+	// Verdict is "healthy", "findings" or "failed" (a check could not run).
+	Verdict     string        `json:"verdict"`
+	Findings    int           `json:"findings"`
+	Failed      int           `json:"failed"`
+	Replication string        `json:"replication_topology,omitempty"`
+	Checks      []checkResult `json:"checks"`
+}
+
+func (d *doctor) writeJSON(w io.Writer, store string) error {
+	out := doctorJSON{Store: store, Verdict: "healthy", Findings: d.findings, Failed: d.failed, Replication: d.topology, Checks: d.results}
+	switch {
+	case d.failed > 0:
+		out.Verdict = "failed"
+	case d.findings > 0:
+		out.Verdict = "findings"
 	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
 }
 
 func (d *doctor) schema(ctx context.Context) (string, []idem.Finding, error) {
@@ -131,6 +207,29 @@ func (d *doctor) durability(ctx context.Context) (string, []idem.Finding, error)
 	}
 	fs, err := dc.CheckDurability(ctx)
 	return "keeps what it acknowledged (no eviction, persistence and syncing on)", fs, err
+}
+
+// replication asks the store whether a failover can lose a claim it
+// acknowledged. A refusing finding is named "asynchronous replication",
+// as the engine's refusal is.
+func (d *doctor) replication(ctx context.Context) (string, []idem.Finding, error) {
+	rc, ok := d.st.(idem.ReplicationChecker)
+	if !ok {
+		return "the store is not replicated (nothing to fail over)", nil, nil
+	}
+	rep, err := rc.CheckReplication(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	d.topology = rep.Topology
+	fs := make([]idem.Finding, len(rep.Findings))
+	for i, f := range rep.Findings {
+		if f.Severity == idem.SeverityRefuse && !strings.Contains(f.Problem, "asynchronous replication") {
+			f.Problem = "asynchronous replication: " + f.Problem
+		}
+		fs[i] = f
+	}
+	return rep.Topology + ": a failover cannot lose an acknowledged claim", fs, nil
 }
 
 func (d *doctor) clock(ctx context.Context) (string, []idem.Finding, error) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os/exec"
 	"path/filepath"
@@ -41,6 +42,7 @@ func TestDoctorHealthySQLite(t *testing.T) {
 	want := "idem doctor: " + dsn + `
 ok       schema      version 1; unique constraint on (scope, key) present
 ok       durability  keeps what it acknowledged (no eviction, persistence and syncing on)
+ok       replication the store is not replicated (nothing to fail over)
 ok       clock       the store is local: it shares this host's clock
 ok       unknown     no unknown record
 ok       retention   --ttl 24h0m0s covers every --cover window
@@ -213,5 +215,52 @@ func TestDoctorPostgres(t *testing.T) {
 	out, errs, code = runCLI("doctor", "--store", cli)
 	if code != exitFindings || !strings.Contains(out, "REFUSE   schema      unique constraint (scope, key) = absent") || !strings.Contains(out, "ADD PRIMARY KEY (scope, key)") {
 		t.Fatalf("without the primary key: exit %d, want 3 naming the constraint and its fix\n%s%s", code, out, errs)
+	}
+}
+
+// TestDoctorJSON: --json prints every check and every finding as one
+// object, with the same verdict and exit code as the text report.
+func TestDoctorJSON(t *testing.T) {
+	t.Parallel()
+	dsn, _ := migratedSQLite(t)
+	out, errs, code := runCLI("doctor", "--store", dsn+"?sync=normal", "--json", "--ttl", "1h", "--cover", "dlq-replay=72h")
+	if code != exitFindings {
+		t.Fatalf("exit %d, want 3\n%s%s", code, out, errs)
+	}
+	var rep struct {
+		Verdict  string `json:"verdict"`
+		Findings int    `json:"findings"`
+		Checks   []struct {
+			Name     string `json:"name"`
+			OK       string `json:"ok"`
+			Findings []struct {
+				Severity, Setting, Value, Problem, Fix string
+			} `json:"findings"`
+		} `json:"checks"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if rep.Verdict != "findings" || rep.Findings != 2 {
+		t.Fatalf("verdict %q with %d findings, want findings/2:\n%s", rep.Verdict, rep.Findings, out)
+	}
+	names := map[string]int{}
+	for _, c := range rep.Checks {
+		names[c.Name] = len(c.Findings)
+		for _, f := range c.Findings {
+			if f.Severity == "" || f.Setting == "" || f.Problem == "" || f.Fix == "" {
+				t.Errorf("check %s: incomplete finding %+v", c.Name, f)
+			}
+		}
+	}
+	want := map[string]int{"schema": 0, "durability": 1, "replication": 0, "clock": 0, "unknown": 0, "retention": 1}
+	for n, k := range want {
+		if got, ok := names[n]; !ok || got != k {
+			t.Errorf("check %s: %d findings (present %v), want %d", n, got, ok, k)
+		}
+	}
+	out, errs, code = runCLI("doctor", "--store", dsn, "--json")
+	if code != exitOK || !strings.Contains(out, `"verdict": "healthy"`) {
+		t.Fatalf("healthy store: exit %d\n%s%s", code, out, errs)
 	}
 }

@@ -44,6 +44,7 @@ type proxyOpts struct {
 	methods, releaseStatus                                string
 	requireKey, migrate                                   bool
 	allowVolatile                                         bool
+	allowAsync                                            bool
 	wait, lease, ttl, shutdown, upstreamTimeout           *time.Duration
 	writeTimeout                                          *time.Duration
 	finishTimeout                                         *time.Duration
@@ -61,7 +62,7 @@ type proxyOpts struct {
 
 func cmdProxy(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("proxy",
-		"idem proxy --upstream URL (--global-scope | --scope-header NAME | --scope-jwt --jwks FILE|URL [--scope-claim CLAIM[,CLAIM]] [--jwt-audience AUD]) [--digest-secret-file FILE] [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--in-flight reject|wait] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--forward-key=false] [--record-header NAME]... [--intent FIELD=POINTER]... [--upstream-timeout DUR] [--write-timeout DUR] [--finish-timeout DUR] [--spool DIR] [--encryption-key-file FILE] [--scope-quota-inflight N] [--scope-quota-rate N/min] [--migrate=false] [--allow-volatile-store] [--shutdown-timeout DUR]",
+		"idem proxy --upstream URL (--global-scope | --scope-header NAME | --scope-jwt --jwks FILE|URL [--scope-claim CLAIM[,CLAIM]] [--jwt-audience AUD]) [--digest-secret-file FILE] [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--in-flight reject|wait] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--forward-key=false] [--record-header NAME]... [--intent FIELD=POINTER]... [--upstream-timeout DUR] [--write-timeout DUR] [--finish-timeout DUR] [--spool DIR] [--encryption-key-file FILE] [--scope-quota-inflight N] [--scope-quota-rate N/min] [--migrate=false] [--allow-volatile-store] [--allow-async-replication] [--shutdown-timeout DUR]",
 		"Reverse proxy that makes an HTTP API's mutating requests idempotent with the\n"+
 			"Idempotency-Key header. GET, HEAD and OPTIONS pass through untouched.\n"+
 			"Responses are recorded and replayed with Idempotent-Replayed: true; see docs/http.md.\n"+
@@ -99,6 +100,7 @@ func cmdProxy(ctx context.Context, e *env, args []string) int {
 	f.StringVar(&o.quotaRate, "scope-quota-rate", "", "at most `N/min` new keys per scope (also N/s, N/h), per process, as a token bucket with a burst of N; more get 429 scope-quota, not run; replays are never refused")
 	f.BoolVar(&o.migrate, "migrate", true, "apply the store's schema migrations at start-up")
 	f.BoolVar(&o.allowVolatile, "allow-volatile-store", false, "start on a store that can forget recorded responses (Redis evicting or without persistence, fsync off; see idem doctor): a retry after a lost record runs again")
+	f.BoolVar(&o.allowAsync, "allow-async-replication", false, "start on a store whose replication can lose a claim it acknowledged in a failover (an asynchronous PostgreSQL standby, Redis replicas claims do not wait for; see idem doctor and docs/replication.md): the retries after such a failover run their effects again")
 	o.shutdown = f.duration("shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight requests")
 	o.upstreamTimeout = f.duration("upstream-timeout", DefaultUpstreamTimeout, "how long a protected request's upstream exchange may take, response body included (0: no limit); past it, once sent, the outcome is unknown (504, then 409 on retries)")
 	o.writeTimeout = f.duration("write-timeout", idemhttp.DefaultWriteTimeout, "how long a client may take to accept each 64 KiB of a protected response (0: no limit); the outcome is recorded before, whatever the client does")
@@ -126,6 +128,14 @@ func cmdProxy(ctx context.Context, e *env, args []string) int {
 				fmt.Fprintf(e.stderr, "  %s = %s: %s\n    fix: %s\n", fd.Setting, fd.Value, fd.Problem, fd.Fix)
 			}
 			fmt.Fprintln(e.stderr, "Run idem doctor --store DSN for every finding; --allow-volatile-store starts anyway.")
+			return exitUsage
+		}
+		if rerr := (*idem.ReplicationError)(nil); errors.As(err, &rerr) {
+			fmt.Fprintf(e.stderr, "idem proxy: refusing to start: asynchronous replication (%s): a failover can lose a claim the store acknowledged, and the retries that follow would run the effect again:\n", rerr.Topology)
+			for _, fd := range rerr.Findings {
+				fmt.Fprintf(e.stderr, "  %s = %s: %s\n    fix: %s\n", fd.Setting, fd.Value, fd.Problem, fd.Fix)
+			}
+			fmt.Fprintln(e.stderr, "See docs/replication.md; idem doctor --store DSN shows every finding; --allow-async-replication starts anyway.")
 			return exitUsage
 		}
 		return f.fail(err)
@@ -268,7 +278,8 @@ func runProxy(ctx context.Context, e *env, o proxyOpts, p *plan) error {
 	}
 	eng, err := idem.New(st, idem.Config{TTL: *o.ttl, Cover: o.cover, Lease: *o.lease, InFlight: p.inFlight,
 		Wait: *o.wait, Observer: obs, Logger: log, Spool: spool, FinishTimeout: *o.finishTimeout,
-		EffectTimeout: effectTimeout(p.upstreamTimeout), AllowVolatileStore: o.allowVolatile, Encryption: p.keys})
+		EffectTimeout: effectTimeout(p.upstreamTimeout), AllowVolatileStore: o.allowVolatile,
+		AllowAsyncReplication: o.allowAsync, Encryption: p.keys})
 	if err != nil {
 		return err
 	}
