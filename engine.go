@@ -305,7 +305,7 @@ func (e *Engine) claimLoop(ctx context.Context, req *Request, pol Policy, h Hand
 			AttemptID: attemptID, Intent: intent, Now: now, LeaseUntil: now.Add(pol.Lease),
 		})
 		if err != nil {
-			e.abandonClaim(ctx, req, attemptID)
+			e.abandonClaim(ctx, req, attemptID, now.Add(pol.Lease))
 			if ctx.Err() != nil {
 				return Result{}, OutcomeCancelled, err
 			}
@@ -624,15 +624,23 @@ func (e *Engine) finishFailed(err error) (Result, Outcome, error) {
 // A claim cut off by a store outage is the common case, and then the store
 // does not answer the clean-up either: rather than leave a claim with no
 // effect behind it (in_progress, so retries get 409, then unknown after
-// its lease), the clean-up goes on in the background, retried with
-// backoff for FinishTimeout like an outcome write, while the caller gets
-// its answer at once.
-func (e *Engine) abandonClaim(ctx context.Context, req *Request, attemptID string) {
+// its lease), the clean-up goes on while the caller gets its answer at
+// once. With a [Spool] the abandoned claim is written there (fsync'd) and
+// released, fenced, whenever the store answers — after a pause longer
+// than FinishTimeout, after a restart — including a claim that lands late
+// (one still queued on a connection of a paused store) until its lease
+// passes. Without one it is retried in the background, with backoff, for
+// FinishTimeout like an outcome write.
+func (e *Engine) abandonClaim(ctx context.Context, req *Request, attemptID string, leaseUntil time.Time) {
 	// scope and key are copied so that the goroutine below does not hold
 	// req: that would move every caller's Request to the heap.
 	scope, key := req.Scope, string(req.Key)
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.FinishTimeout)
 	rec, err := e.store.Get(fctx, scope, key)
+	if err != nil && retryable(fctx, err) && e.spoolAbandoned(req, attemptID, leaseUntil, err) {
+		cancel()
+		return
+	}
 	if err != nil && retryable(fctx, err) && e.abandonCtx != nil {
 		e.abandoning.Add(1)
 		stop := context.AfterFunc(e.abandonCtx, cancel) // Close ends it
