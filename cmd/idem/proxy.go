@@ -130,6 +130,11 @@ func cmdProxy(ctx context.Context, e *env, args []string) int {
 			fmt.Fprintln(e.stderr, "Run idem doctor --store DSN for every finding; --allow-volatile-store starts anyway.")
 			return exitUsage
 		}
+		if serr := (*idem.SpoolInUseError)(nil); errors.As(err, &serr) {
+			fmt.Fprintf(e.stderr, "idem proxy: refusing to start: the spool directory %s belongs to store %s, and this proxy runs on %s: "+
+				"its outcomes would be applied to the wrong store. Give each store its own --spool directory.\n", serr.Dir, serr.Owner, serr.Store)
+			return exitUsage
+		}
 		if rerr := (*idem.ReplicationError)(nil); errors.As(err, &rerr) {
 			fmt.Fprintf(e.stderr, "idem proxy: refusing to start: asynchronous replication (%s): a failover can lose a claim the store acknowledged, and the retries that follow would run the effect again:\n", rerr.Topology)
 			for _, fd := range rerr.Findings {
@@ -266,7 +271,13 @@ func runProxy(ctx context.Context, e *env, o proxyOpts, p *plan) error {
 	}
 	var spool *idem.Spool
 	if o.spool != "" {
-		if spool, err = idem.OpenSpool(o.spool); err != nil {
+		d, err := storeopen.Parse(o.store)
+		if err != nil {
+			return err
+		}
+		// The spool is bound to this store: another store's engine
+		// opening the directory is refused, never handed our outcomes.
+		if spool, err = idem.OpenSpoolFor(o.spool, d.Identity()); err != nil {
 			return err
 		}
 		if n := spool.Len(); n > 0 {
@@ -392,7 +403,18 @@ func adminHandler(st idem.Store, spool *idem.Spool, reg *prometheus.Registry) ht
 			status, body = http.StatusServiceUnavailable, "store unavailable\n"
 		}
 		if spool != nil {
-			body += fmt.Sprintf("spooled_outcomes %d\n", spool.Len())
+			// Outcomes (or abandoned claims) the store has not taken yet,
+			// and files the engine will never apply (unreadable, or
+			// another store's), make the proxy degraded: it serves, but
+			// something waits on the store or on an operator.
+			pending, bad, foreign := spool.Len(), len(spool.Unreadable()), len(spool.Foreign())
+			if status == http.StatusOK && pending+bad+foreign > 0 {
+				body = "degraded\n"
+			}
+			body += fmt.Sprintf("spooled_outcomes %d\n", pending)
+			if bad+foreign > 0 {
+				body += fmt.Sprintf("unreadable_spool_files %d\nforeign_spool_files %d\n", bad, foreign)
+			}
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(status)

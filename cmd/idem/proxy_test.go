@@ -272,11 +272,12 @@ func TestProxyAdmin(t *testing.T) {
 	send(t, "POST", p.url("/x"), `"k"`, `{}`)
 	send(t, "POST", p.url("/x"), `"k"`, `{"other":1}`)
 	h := send(t, "GET", "http://"+p.admin+"/healthz", "", "")
-	if h.status != 200 {
+	if h.status != 200 || !strings.HasPrefix(h.body, "ok\n") || !strings.Contains(h.body, "spooled_outcomes 0\n") {
 		t.Fatalf("/healthz: %d %s", h.status, h.body)
 	}
 	m := send(t, "GET", "http://"+p.admin+"/metrics", "", "")
 	for _, want := range []string{
+		"idem_store_replication_safe 1",
 		`idem_requests_total{operation="POST",outcome="first"} 1`,
 		`idem_requests_total{operation="POST",outcome="replay"} 1`,
 		`idem_requests_total{operation="POST",outcome="mismatch"} 1`,

@@ -93,3 +93,28 @@ func TestHealthzReportsSpooledOutcomes(t *testing.T) {
 		t.Fatalf("/healthz = %d %q; want 200 with spooled_outcomes 1", resp.StatusCode, b)
 	}
 }
+
+// TestHealthzDegradedWhileSpooled: with the store answering, /healthz says
+// degraded, with the count, while the spool holds an outcome not applied
+// yet; ok once it is empty.
+func TestHealthzDegradedWhileSpooled(t *testing.T) {
+	t.Parallel()
+	_, sp := spoolOne(t, "order-7")
+	h := adminHandler(memstore.New(), sp, prometheus.NewRegistry())
+	get := func() (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := get(); code != http.StatusOK || !strings.HasPrefix(body, "degraded\n") || !strings.Contains(body, "spooled_outcomes 1\n") {
+		t.Fatalf("/healthz with a spooled outcome: %d %q, want degraded and the count", code, body)
+	}
+	empty, err := idem.OpenSpool(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h = adminHandler(memstore.New(), empty, prometheus.NewRegistry())
+	if code, body := get(); code != http.StatusOK || !strings.HasPrefix(body, "ok\n") {
+		t.Fatalf("/healthz with an empty spool: %d %q", code, body)
+	}
+}

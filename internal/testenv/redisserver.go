@@ -2,8 +2,10 @@ package testenv
 
 import (
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -16,10 +18,18 @@ import (
 // IDEM_REQUIRE_SERVICES=1.
 func StartRedis(t testing.TB, args ...string) string {
 	t.Helper()
+	url, _ := StartRedisProcess(t, args...)
+	return url
+}
+
+// StartRedisProcess is [StartRedis], also returning the server's process,
+// for tests that pause (SIGSTOP), resume or kill it.
+func StartRedisProcess(t testing.TB, args ...string) (string, *os.Process) {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		Service{Name: "redis-server binary", Env: "PATH"}.unavailable(t, err.Error())
-		return ""
+		return "", nil
 	}
 	port := freePort(t)
 	dir := t.TempDir()
@@ -30,6 +40,7 @@ func StartRedis(t testing.TB, args ...string) string {
 		t.Fatalf("start redis-server: %v", err)
 	}
 	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT) // a paused server dies only once resumed
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
@@ -45,7 +56,7 @@ func StartRedis(t testing.TB, args ...string) string {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return "redis://" + addr + "/0"
+	return "redis://" + addr + "/0", cmd.Process
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.
