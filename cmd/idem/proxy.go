@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -10,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -356,11 +354,10 @@ func runProxy(ctx context.Context, e *env, o proxyOpts, p *plan) error {
 // readDigestSecret reads --digest-secret-file: its bytes, without the
 // white space around them, at least idemhttp.MinDigestSecret of them.
 func readDigestSecret(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
+	b, err := readSecretFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--digest-secret-file: %w", err)
 	}
-	b = bytes.TrimSpace(b)
 	if len(b) < idemhttp.MinDigestSecret {
 		return nil, fmt.Errorf("--digest-secret-file %s: the secret has %d bytes, want at least %d (e.g. head -c 32 /dev/urandom | base64 > %s)", path, len(b), idemhttp.MinDigestSecret, path)
 	}

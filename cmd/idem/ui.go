@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -105,11 +103,10 @@ type uiOptions struct {
 // readToken reads the login token: the file's content without surrounding
 // white space (a trailing newline is not part of it).
 func readToken(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
+	b, err := readSecretFile(path)
 	if err != nil {
 		return nil, err
 	}
-	b = bytes.TrimSpace(b)
 	if len(b) < 16 {
 		return nil, fmt.Errorf("%s holds %d bytes; a token needs at least 16 (e.g. openssl rand -hex 32 > %s)", path, len(b), path)
 	}

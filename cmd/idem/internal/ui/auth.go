@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 )
 
 // Cookie names. Both are HttpOnly and SameSite=Strict: a page on another
@@ -201,10 +202,24 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request, _ *session) {
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
-// safeNext keeps a post-login redirect on this server: a path, never a
-// URL to another host ("//evil", "/\evil").
+// safeNext keeps a post-login redirect on this server: a same-origin
+// path, never a URL to another host. It refuses, answering "/", anything
+// with white space or a control character (browsers strip tabs and line
+// breaks from URLs, so "/\t/evil.example" becomes "//evil.example"), a
+// backslash (read as a slash: "/\evil"), a scheme-relative ("//host") or
+// absolute URL, and anything that does not parse as a path with an
+// optional query.
 func safeNext(next string) string {
-	if next == "" || next[0] != '/' || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") {
+	if next == "" || next[0] != '/' || strings.HasPrefix(next, "//") {
+		return "/"
+	}
+	for _, r := range next {
+		if r <= ' ' || r == 0x7f || r == '\\' || unicode.IsSpace(r) || unicode.IsControl(r) {
+			return "/"
+		}
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" || !strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") {
 		return "/"
 	}
 	return next

@@ -446,7 +446,9 @@ idem_duplicate_ratio 0.25
 func TestSafeNext(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{"/unknown?x=1": "/unknown?x=1", "//evil.example": "/", "/\\evil": "/",
-		"https://evil.example": "/", "": "/"} {
+		"https://evil.example": "/", "": "/", "/\t/evil.example/": "/", "/\n/evil.example": "/", "/\r/evil": "/",
+		"/ /evil": "/", "/\x00x": "/", "/%09/evil.example": "/%09/evil.example", "/\u00a0/evil": "/", "/\u2028/evil": "/",
+		"/records?key=a%20b": "/records?key=a%20b", "/x/../y": "/x/../y"} {
 		if got := safeNext(in); got != want {
 			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)
 		}
