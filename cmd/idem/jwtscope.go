@@ -16,9 +16,10 @@ import (
 // The proxy verifies bearer tokens with github.com/golang-jwt/jwt/v5, the
 // most used JOSE library in Go, small and with no dependencies of its own,
 // and github.com/MicahParks/keyfunc/v3, the JWKS helper its maintainers
-// point to: it fetches a key set from a URL, refreshes it in the
-// background (hourly) and when a token names an unknown key id (at most
-// every five minutes), and refuses a key whose "alg" is not the token's.
+// point to, with its key set storage github.com/MicahParks/jwkset: it
+// fetches a key set from a URL and refuses a key whose "alg" is not the
+// token's. The refresh policy (hourly, and on an unknown key id with a
+// per-kid negative cache) is jwksCache's.
 // Nothing here parses or checks a JWS by hand. (lestrrat-go/jwx/v3 would
 // do as well; it is one larger library with more dependencies, which the
 // proxy does not need.) This code lives in cmd/idem so the root module
@@ -62,18 +63,14 @@ func newJWTVerifierJSON(b []byte, audience string) (*jwtVerifier, error) {
 
 // newJWTVerifierURL verifies tokens against the key set served at u:
 // fetched now (an error if it cannot be), then refreshed in the background
-// until ctx ends.
+// until ctx ends, and on an unknown key id within the limits of
+// [jwksCache].
 func newJWTVerifierURL(ctx context.Context, u, audience string, log *slog.Logger) (*jwtVerifier, error) {
-	fail := false
-	k, err := keyfunc.NewDefaultOverrideCtx(ctx, []string{u}, keyfunc.Override{
-		HTTPTimeout:               10 * time.Second,
-		NoErrorReturnFirstHTTPReq: &fail,
-		RefreshErrorHandlerFunc: func(u string) func(context.Context, error) {
-			return func(_ context.Context, err error) {
-				log.Error("idem proxy: refreshing the JWKS failed; the keys fetched before stay in use", "jwks", u, "err", err)
-			}
-		},
-	})
+	keys, err := newJWKSCache(ctx, u, log)
+	if err != nil {
+		return nil, fmt.Errorf("--jwks %s: %w", u, err)
+	}
+	k, err := keyfunc.New(keyfunc.Options{Ctx: ctx, Storage: keys})
 	if err != nil {
 		return nil, fmt.Errorf("--jwks %s: %w", u, err)
 	}
