@@ -50,7 +50,9 @@ func TestJWKSUnknownKidDoesNotStarveANewKey(t *testing.T) {
 		_, err := v.verify(ctx, tok)
 		return err
 	}
-	verify := func(kid string, key any) error { return check(sign(t, jwt.SigningMethodRS256, kid, key, claims("alice"))) }
+	verify := func(kid string, key any) error {
+		return check(sign(t, jwt.SigningMethodRS256, kid, key, claims("alice")))
+	}
 	if err := verify("rsa-1", is.rsa); err != nil {
 		t.Fatalf("a known key: %v", err)
 	}
