@@ -43,6 +43,7 @@ type proxyOpts struct {
 	requireKey, migrate                                   bool
 	allowVolatile                                         bool
 	allowAsync                                            bool
+	bodyTimeout                                           *time.Duration
 	wait, lease, ttl, shutdown, upstreamTimeout           *time.Duration
 	writeTimeout                                          *time.Duration
 	finishTimeout                                         *time.Duration
@@ -60,7 +61,7 @@ type proxyOpts struct {
 
 func cmdProxy(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("proxy",
-		"idem proxy --upstream URL (--global-scope | --scope-header NAME | --scope-jwt --jwks FILE|URL [--scope-claim CLAIM[,CLAIM]] [--jwt-audience AUD]) [--digest-secret-file FILE] [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--in-flight reject|wait] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--forward-key=false] [--record-header NAME]... [--intent FIELD=POINTER]... [--upstream-timeout DUR] [--write-timeout DUR] [--finish-timeout DUR] [--spool DIR] [--encryption-key-file FILE] [--scope-quota-inflight N] [--scope-quota-rate N/min] [--migrate=false] [--allow-volatile-store] [--allow-async-replication] [--shutdown-timeout DUR]",
+		"idem proxy --upstream URL (--global-scope | --scope-header NAME | --scope-jwt --jwks FILE|URL [--scope-claim CLAIM[,CLAIM]] [--jwt-audience AUD]) [--digest-secret-file FILE] [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--in-flight reject|wait] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--forward-key=false] [--record-header NAME]... [--intent FIELD=POINTER]... [--upstream-timeout DUR] [--write-timeout DUR] [--finish-timeout DUR] [--spool DIR] [--encryption-key-file FILE] [--scope-quota-inflight N] [--scope-quota-rate N/min] [--migrate=false] [--allow-volatile-store] [--allow-async-replication] [--body-timeout DUR] [--shutdown-timeout DUR]",
 		"Reverse proxy that makes an HTTP API's mutating requests idempotent with the\n"+
 			"Idempotency-Key header. GET, HEAD and OPTIONS pass through untouched.\n"+
 			"Responses are recorded and replayed with Idempotent-Replayed: true; see docs/http.md.\n"+
@@ -99,6 +100,7 @@ func cmdProxy(ctx context.Context, e *env, args []string) int {
 	f.BoolVar(&o.migrate, "migrate", true, "apply the store's schema migrations at start-up")
 	f.BoolVar(&o.allowVolatile, "allow-volatile-store", false, "start on a store that can forget recorded responses (Redis evicting or without persistence, fsync off; see idem doctor): a retry after a lost record runs again")
 	f.BoolVar(&o.allowAsync, "allow-async-replication", false, "start on a store whose replication can lose a claim it acknowledged in a failover (an asynchronous PostgreSQL standby, Redis replicas claims do not wait for; see idem doctor and docs/replication.md): the retries after such a failover run their effects again")
+	o.bodyTimeout = f.duration("body-timeout", DefaultBodyTimeout, "how long a request body may take to arrive in full (0: no limit); past it, 408 before anything is claimed")
 	o.shutdown = f.duration("shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight requests")
 	o.upstreamTimeout = f.duration("upstream-timeout", DefaultUpstreamTimeout, "how long a protected request's upstream exchange may take, response body included (0: no limit); past it, once sent, the outcome is unknown (504, then 409 on retries)")
 	o.writeTimeout = f.duration("write-timeout", idemhttp.DefaultWriteTimeout, "how long a client may take to accept each 64 KiB of a protected response (0: no limit); the outcome is recorded before, whatever the client does")
@@ -309,7 +311,7 @@ func runProxy(ctx context.Context, e *env, o proxyOpts, p *plan) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	srv := &http.Server{Handler: bodyDeadline(h, *o.bodyTimeout, o.maxBody), ReadHeaderTimeout: 30 * time.Second}
 	var admin *http.Server
 	if o.admin != "" {
 		aln, err := net.Listen("tcp", o.admin)
