@@ -155,7 +155,7 @@ func (r *Recoverer) RunOnce(ctx context.Context) (map[Decision]int, error) {
 			return counts, err
 		}
 		for _, rec := range recs {
-			if rec.State == idem.StateInProgress && !rec.LeaseExpired(now) {
+			if rec.EffectiveState(now) != idem.StateUnknown {
 				continue
 			}
 			d, err := r.Recover(ctx, rec)

@@ -451,7 +451,7 @@ func byEffectiveState(recs []idem.Record, state string, now time.Time) []idem.Re
 	out := recs[:0]
 	for i := range recs {
 		r := &recs[i]
-		if string(effectiveState(r, now)) == state {
+		if string(r.EffectiveState(now)) == state {
 			out = append(out, *r)
 		}
 	}
