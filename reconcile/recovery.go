@@ -25,8 +25,9 @@ type Hook struct {
 	NotApplied Action
 	// Result builds the value recorded when the provider applied the key,
 	// in the form the application's replays decode, for records made by
-	// engine callers; records made over HTTP get [HTTPResult]. Defaults
-	// to the JSON of the [Applied] entry.
+	// engine callers; records made by an adapter get [AppliedDecision]
+	// in their adapter's form (see [Config].Result). Defaults to the JSON
+	// of the [Applied] entry.
 	Result func(a Applied) ([]byte, error)
 }
 
