@@ -363,8 +363,8 @@ func cmdResolve(ctx context.Context, e *env, args []string) int {
 			return f.usageError("--status and --body make no sense with --as released")
 		}
 	case "succeeded", "failed":
-		if _, err := recordedBody(*as, *status, nil, ""); err != nil {
-			return f.usageError("%v", err)
+		if *status != 0 && (*status < 200 || *status > 599) {
+			return f.usageError("--status %d is not a final HTTP status", *status)
 		}
 	default:
 		return f.usageError("--as must be succeeded, failed or released, got %q", *as)
