@@ -2,10 +2,10 @@ package reconcile_test
 
 import (
 	"bytes"
-	"fmt"
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
