@@ -95,4 +95,3 @@ func TestVetCannotRun(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want 1 and a reason", code, errs)
 	}
 }
-
