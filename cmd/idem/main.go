@@ -16,13 +16,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
 	"sort"
 	"syscall"
 )
-
-// goos and goarch name the platform in `idem version`.
-const goos, goarch = runtime.GOOS, runtime.GOARCH
 
 // Exit codes.
 const (
@@ -75,7 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "-version", "--version":
-		printVersion(stdout)
+		printVersion(stdout, readVersion())
 		return exitOK
 	case "-h", "-help", "--help", "help":
 		if len(args) > 1 {
