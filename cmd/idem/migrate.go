@@ -8,17 +8,21 @@ import (
 )
 
 func cmdMigrate(ctx context.Context, e *env, args []string) int {
-	f := e.newFlags("migrate", "idem migrate [--store DSN] [--print]",
+	f := e.newFlags("migrate", "idem migrate [--store DSN] [--print | --json]",
 		"Create or upgrade the store's schema. With --print, write the SQL to stdout\ninstead, for teams that run their own migration tool; the script records the\nmigrations it applies, so a later `idem migrate` finds nothing to do.\nmemory:// and Redis stores keep no SQL schema: migrate says so on stderr and\nexits 0, and --print, having nothing to print, exits 2.",
 		"idem migrate --store postgres://idem@db:5432/app --print > idem.sql")
 	dsn := f.String("store", storeopen.Default, "store DSN: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, memory://")
 	print := f.Bool("print", false, "print the schema SQL instead of applying it")
+	asJSON := f.Bool("json", false, "print the result as one JSON object: store, schema (false for a store without SQL schema), from_version, version (see docs/cli.md)")
 	pos, code, ok := f.parse(args)
 	if !ok {
 		return code
 	}
 	if len(pos) > 0 {
 		return f.usageError("unexpected argument %q", pos[0])
+	}
+	if *print && *asJSON {
+		return f.usageError("--print writes SQL, --json a result: give one")
 	}
 	d, err := storeopen.Parse(*dsn)
 	if err != nil {
@@ -33,6 +37,9 @@ func cmdMigrate(ctx context.Context, e *env, args []string) int {
 			return exitUsage
 		}
 		fmt.Fprintf(e.stderr, "%s: a %s:// store keeps no SQL schema: nothing to migrate\n", f.Name(), d.Scheme)
+		if *asJSON {
+			return writeJSON(f, e.stdout, migrateResult{Store: redacted(*dsn)})
+		}
 		return exitOK
 	}
 	if *print {
@@ -55,6 +62,16 @@ func cmdMigrate(ctx context.Context, e *env, args []string) int {
 			after = v
 		}
 	}
+	if *asJSON {
+		res := migrateResult{Store: redacted(*dsn), Schema: true}
+		if before >= 0 {
+			res.From = &before
+		}
+		if after >= 0 {
+			res.Version = &after
+		}
+		return writeJSON(f, e.stdout, res)
+	}
 	switch {
 	case after < 0:
 		fmt.Fprintf(e.stdout, "migrated %s\n", redacted(*dsn))
@@ -64,6 +81,19 @@ func cmdMigrate(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stdout, "migrated %s from version %d to %d\n", redacted(*dsn), max(before, 0), after)
 	}
 	return exitOK
+}
+
+// migrateResult is what idem migrate --json prints.
+type migrateResult struct {
+	// Store is the DSN, its password redacted.
+	Store string `json:"store"`
+	// Schema is false for a store that keeps no SQL schema (memory://,
+	// Redis): nothing was migrated.
+	Schema bool `json:"schema"`
+	// From is the schema version before (0: none yet), Version after;
+	// null when the store cannot say.
+	From    *int `json:"from_version"`
+	Version *int `json:"version"`
 }
 
 // schemaVersion is the schema version a store holds before migrating: 0

@@ -14,7 +14,7 @@ import (
 
 func cmdResolve(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("resolve",
-		"idem resolve [--store DSN] [--scope S] KEY --as succeeded|failed|released --reason TEXT [--status N] [--body FILE] [--content-type T] [--actor NAME] [--force] [--if-fence N] [--ttl DUR] [--encryption-key-file FILE]",
+		"idem resolve [--store DSN] [--scope S] KEY --as succeeded|failed|released --reason TEXT [--status N] [--body FILE] [--content-type T] [--actor NAME] [--force] [--if-fence N] [--ttl DUR] [--encryption-key-file FILE] [--json]",
 		"Decide an unknown record: succeeded or failed (what retries replay: for a\n"+
 			"record made over HTTP, a response from --status and --body; for one made by\n"+
 			"an application through the engine, its value from --body, or the failure\n"+
@@ -34,6 +34,7 @@ func cmdResolve(ctx context.Context, e *env, args []string) int {
 	ttl := f.duration("ttl", 24*time.Hour, "how long a succeeded/failed resolution replays")
 	ifFence := f.Int64("if-fence", 0, "resolve only if the record's fence is still N (as idem get showed it): a decision made meanwhile wins")
 	keyFile := f.keyFile()
+	asJSON := f.Bool("json", false, "print the decision as one JSON object: scope, key, decision, and the record as idem get --json prints it (null when released; see docs/cli.md)")
 	pos, code, ok := f.parse(args)
 	if !ok {
 		return code
@@ -85,6 +86,14 @@ func cmdResolve(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return f.fail(err)
 	}
+	if *asJSON {
+		res := resolveResult{Scope: *scope, Key: string(key), Decision: *as}
+		if rec != nil {
+			j := toJSON(rec, time.Now())
+			res.Record = &j
+		}
+		return writeJSON(f, e.stdout, res)
+	}
 	if rec == nil {
 		fmt.Fprintf(e.stdout, "released %s: the next request with this key runs\n", key)
 		return exitOK
@@ -98,4 +107,15 @@ func currentUser() string {
 		return u.Username
 	}
 	return os.Getenv("USER")
+}
+
+// resolveResult is what idem resolve --json prints.
+type resolveResult struct {
+	Scope string `json:"scope"`
+	Key   string `json:"key"`
+	// Decision is succeeded, failed or released.
+	Decision string `json:"decision"`
+	// Record is the decided record, as idem get --json prints it; null
+	// when released.
+	Record *recordJSON `json:"record"`
 }
