@@ -15,10 +15,13 @@ import (
 func cmdResolve(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("resolve",
 		"idem resolve [--store DSN] [--scope S] KEY --as succeeded|failed|released --reason TEXT [--status N] [--body FILE] [--content-type T] [--actor NAME] [--force] [--if-fence N] [--ttl DUR] [--encryption-key-file FILE] [--json]",
-		"Decide an unknown record: succeeded or failed (what retries replay: for a\n"+
-			"record made over HTTP, a response from --status and --body; for one made by\n"+
-			"an application through the engine, its value from --body, or the failure\n"+
-			"--reason) or released (nothing happened: the next retry runs).\n"+
+		"Decide an unknown record: succeeded or failed (what retries replay, in the\n"+
+			"form of whatever made the record: over HTTP, a response from --status,\n"+
+			"--body and --content-type; over gRPC, the response from --body as protojson,\n"+
+			"or a failure whose message is --reason; by an MCP tool call, the tool result\n"+
+			"or text from --body, or a tool error saying --reason; by an application\n"+
+			"through the engine, its value from --body, or the failure --reason) or\n"+
+			"released (nothing happened: the next retry runs).\n"+
 			"A record that is not unknown is refused unless --force. Every resolution is\n"+
 			"logged to stderr with who (--actor) and why (--reason).",
 		"idem resolve --store sqlite://idem.db order-42 --as released --reason \"upstream has no trace of it\"")
