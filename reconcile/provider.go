@@ -8,9 +8,10 @@ import (
 	"time"
 )
 
-// The provider's view of the keys forwarded to it: an [Applied] entry per
-// key and the small [Provider] interface that reconciliation and recovery
-// ask. Packages csvprovider and httpprovider implement it.
+// This file is the provider's view of the keys forwarded to it: an
+// [Applied] entry per key and the small [Provider] interface that
+// reconciliation and recovery ask. Packages csvprovider and httpprovider
+// implement it.
 
 // Errors a [Provider] returns.
 var (
