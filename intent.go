@@ -21,10 +21,13 @@ type Intent struct {
 	ForwardKey string `json:"forward_key,omitempty"`
 	// Origin names what made the record and so decodes its result; a
 	// decision taken outside the request path (reconciliation, recovery,
-	// an operator) stores a result of that form. Empty means an engine
-	// caller ([Do] and [Engine.DoBytes]): the result is the handler's
-	// value in the engine's codec. idemhttp's middleware (and idem proxy)
-	// writes "http": the result is a recorded HTTP response.
+	// an operator) stores a result of that form, written by the origin's
+	// [DecisionEncoder] ([EncodeDecision]). Empty means an engine caller
+	// ([Do] and [Engine.DoBytes], and so the consumer, webhook and batch
+	// packages): the result is the handler's value in the engine's codec.
+	// Each adapter writes its own: idemhttp's middleware (and idem proxy)
+	// "http", a recorded HTTP response; idemgrpc "grpc", a recorded gRPC
+	// answer; idemmcp "mcp", a tool result.
 	Origin string `json:"origin,omitempty"`
 	// Fields holds any other business fields.
 	Fields map[string]string `json:"fields,omitempty"`

@@ -117,3 +117,15 @@ func (r *Record) Expired(now time.Time) bool {
 func (r *Record) LeaseExpired(now time.Time) bool {
 	return r.State == StateInProgress && !now.Before(r.LeaseUntil)
 }
+
+// EffectiveState is the state every reader acts on at now: the stored
+// state, except that an in_progress record whose lease has passed is
+// unknown (its attempt can no longer be trusted to record an outcome).
+// Readers that show, count, list or decide records use it; only the write
+// that turns such a record unknown looks at [Record.LeaseExpired] itself.
+func (r *Record) EffectiveState(now time.Time) State {
+	if r.LeaseExpired(now) {
+		return StateUnknown
+	}
+	return r.State
+}

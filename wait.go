@@ -245,7 +245,7 @@ func (g *flightGroup) watch(ctx context.Context, scope, key string, f *flight) {
 			return
 		case err != nil:
 			next = backoff // store trouble: keep trying until waiters give up
-		case rec.State != StateInProgress || rec.LeaseExpired(e.now()):
+		case rec.EffectiveState(e.now()) != StateInProgress:
 			settle(rec, nil)
 			return
 		default:

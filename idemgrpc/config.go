@@ -84,7 +84,7 @@ func (c *Config) fill(engineLogger *slog.Logger) error {
 	}
 	for i, name := range c.RecordMetadata {
 		n := strings.ToLower(name)
-		if n == "" || strings.HasPrefix(n, ":") || strings.HasPrefix(n, "grpc-") || n == ReplayedTrailer {
+		if n == "" || strings.HasPrefix(n, ":") || strings.HasPrefix(n, "grpc-") || n == ReplayedTrailer || n == DecisionTrailer || n == DecisionBodyTrailer {
 			errs = append(errs, fmt.Errorf("idemgrpc: Config.RecordMetadata[%d]: %q cannot be recorded", i, name))
 		}
 	}

@@ -70,6 +70,18 @@
 // intent holds the full method name and per-field digests of the
 // request, so that a mismatch can name the fields that differ.
 //
+// # Decisions
+//
+// A call whose outcome is unknown waits for a decision taken outside the
+// call: reconciliation, a recovery hook, or an operator (`idem resolve`,
+// `idem ui`). The record's intent names [Origin], and [EncodeDecision]
+// (registered for it with idem.RegisterDecisionEncoder) writes the
+// decision as an answer this package replays: a success as the method's
+// response (decoded from the decision's body when it is protojson of that
+// response, else an empty one), a failure as FailedPrecondition with
+// reason DECIDED_FAILED; both with the trailer [DecisionTrailer], and the
+// decision's body in [DecisionBodyTrailer].
+//
 // # Test service
 //
 // The tests and examples use the service in internal/testpb, generated

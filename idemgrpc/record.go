@@ -24,10 +24,14 @@ import (
 //	5 too_large_code varint  its status code (0: a response)
 //	6 header         bytes   one recorded header entry: 1 key, 2 value
 //	7 trailer        bytes   one recorded trailer entry: 1 key, 2 value
+//	8 decided        bytes   the body of a decision taken outside the call
 //
 // A response has fields 1 and 2, an error field 3, a too-large answer
-// fields 4 and 5; any of them may have 6 and 7. Unknown fields are
-// skipped.
+// fields 4 and 5; any of them may have 6 and 7. A decision ([EncodeDecision])
+// is a response of type google.protobuf.Empty or an error, with field 8
+// (present even when the body is empty): a reader replays it as the
+// method's own response type, decoded from the body when it is one.
+// Unknown fields are skipped.
 const recordVersion = 1
 
 // answer is what a handler returned, as recorded.
@@ -40,6 +44,10 @@ type answer struct {
 	// header and trailer are the metadata the handler set that
 	// Config.RecordMetadata names.
 	header, trailer metadata.MD
+	// decided is set for a decision taken outside the call; decidedBody
+	// is its body (protojson of the response, or anything for a failure).
+	decided     bool
+	decidedBody []byte
 }
 
 var deterministic = proto.MarshalOptions{Deterministic: true}
@@ -62,6 +70,10 @@ func encodeAnswer(a *answer) []byte {
 		b = protowire.AppendString(b, a.respType)
 		b = protowire.AppendTag(b, 2, protowire.BytesType)
 		b = protowire.AppendBytes(b, a.resp)
+	}
+	if a.decided {
+		b = protowire.AppendTag(b, 8, protowire.BytesType)
+		b = protowire.AppendBytes(b, a.decidedBody)
 	}
 	b = appendMD(b, 6, a.header)
 	return appendMD(b, 7, a.trailer)
@@ -144,6 +156,13 @@ func decodeAnswer(b []byte) (*answer, error) {
 				*md = metadata.MD{}
 			}
 			(*md)[k] = append((*md)[k], val)
+			b = b[n:]
+		case num == 8 && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return nil, fmt.Errorf("%w: %v", errRecordFormat, protowire.ParseError(n))
+			}
+			a.decided, a.decidedBody = true, v
 			b = b[n:]
 		case (num == 1 || num == 2 || num == 3) && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)

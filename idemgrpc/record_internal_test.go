@@ -18,13 +18,15 @@ func TestAnswerRoundTrip(t *testing.T) {
 		{status: &spb.Status{Code: int32(codes.NotFound), Message: "no such account"}},
 		{tooLarge: 1 << 21, tooCode: codes.OK},
 		{respType: "a.B", header: metadata.Pairs("x-a", "1", "x-a", "2"), trailer: metadata.Pairs("x-b-bin", "\x00\xff")},
+		{respType: "google.protobuf.Empty", decided: true, decidedBody: []byte(`{"id":"ch_1"}`)},
+		{status: &spb.Status{Code: int32(codes.FailedPrecondition), Message: "declined"}, decided: true},
 	} {
 		got, err := decodeAnswer(encodeAnswer(a))
 		if err != nil {
 			t.Fatalf("%+v: %v", a, err)
 		}
 		if got.respType != a.respType || !bytes.Equal(got.resp, a.resp) || !proto.Equal(got.status, a.status) ||
-			got.tooLarge != a.tooLarge || got.tooCode != a.tooCode ||
+			got.tooLarge != a.tooLarge || got.tooCode != a.tooCode || got.decided != a.decided || !bytes.Equal(got.decidedBody, a.decidedBody) ||
 			!reflect.DeepEqual(got.header, a.header) || !reflect.DeepEqual(got.trailer, a.trailer) {
 			t.Fatalf("round trip of %+v gave %+v", a, got)
 		}
@@ -53,6 +55,7 @@ func FuzzDecodeAnswer(f *testing.F) {
 	f.Add(encodeAnswer(&answer{respType: "a.B", resp: []byte{8, 1}}))
 	f.Add(encodeAnswer(&answer{status: &spb.Status{Code: 5, Message: "x"}}))
 	f.Add(encodeAnswer(&answer{tooLarge: 99, tooCode: codes.Internal}))
+	f.Add(encodeAnswer(&answer{respType: "google.protobuf.Empty", decided: true, decidedBody: []byte("{}")}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		a, err := decodeAnswer(b)
 		if err != nil {

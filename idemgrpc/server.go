@@ -106,7 +106,12 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	}
 	switch {
 	case err == nil && res.Replayed:
-		return s.replay(ctx, res.Value)
+		return s.replay(ctx, info.FullMethod, res.Value)
+	case res.Replayed && errors.Is(err, idem.ErrRecordedFailure):
+		// A failed record holds an answer too: the handler's errors are
+		// recorded as succeeded answers, so only a decision
+		// (EncodeDecision) writes one as failed.
+		return s.replay(ctx, info.FullMethod, res.Value)
 	case err == nil:
 		// Not reachable: without a replay the handler ran.
 		return nil, status.Error(codes.Internal, "idemgrpc: internal error")
@@ -137,7 +142,7 @@ func (c *call) BuildIntent() *idem.Intent {
 	if c.scope != "" {
 		f[idem.KeyedDigestsField] = c.s.digests.Key(c.scope, fieldDigests(c.req))
 	}
-	return &idem.Intent{Operation: c.op, Fields: f}
+	return &idem.Intent{Operation: c.op, Origin: Origin, Fields: f}
 }
 
 // result returns the handler's answer once it returned. The lock keeps
@@ -258,8 +263,9 @@ func clientError(herr error) error {
 	return herr
 }
 
-// replay answers a recorded answer, with the trailer that says so.
-func (s *server) replay(ctx context.Context, b []byte) (any, error) {
+// replay answers a recorded answer to a call of fullMethod, with the
+// trailer that says so.
+func (s *server) replay(ctx context.Context, fullMethod string, b []byte) (any, error) {
 	_ = grpc.SetTrailer(ctx, metadata.Pairs(ReplayedTrailer, "true"))
 	a, err := decodeAnswer(b)
 	if err != nil {
@@ -278,6 +284,8 @@ func (s *server) replay(ctx context.Context, b []byte) (any, error) {
 			map[string]string{"recorded_code": a.tooCode.String()}, 0)
 	case a.status != nil:
 		return nil, status.ErrorProto(a.status)
+	case a.decided:
+		return decidedResponse(fullMethod, a.decidedBody), nil
 	}
 	mt, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(a.respType))
 	if err != nil {

@@ -611,7 +611,7 @@ func TestRecordMetadataRefusesReserved(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	for _, name := range []string{"grpc-status", ":authority", "Idempotent-Replayed", ""} {
+	for _, name := range []string{"grpc-status", ":authority", "Idempotent-Replayed", "idem-decision", "Idem-Decision-Bin", ""} {
 		if _, err := idemgrpc.UnaryServerInterceptor(eng, idemgrpc.Config{Scope: idemgrpc.GlobalScope, RecordMetadata: []string{name}}); err == nil {
 			t.Errorf("%q accepted", name)
 		}

@@ -52,6 +52,12 @@ const (
 	// large to record, so a replay cannot repeat it (FailedPrecondition).
 	// Metadata "recorded_code" is the answer's code name.
 	ReasonResponseTooLarge = "RESPONSE_TOO_LARGE"
+	// ReasonDecidedFailed: the first call's outcome was lost, and it was
+	// decided as failed outside the call — by reconciliation, a recovery
+	// hook or an operator (FailedPrecondition); the message says why.
+	// Retries with the key get this answer again; a new attempt needs a
+	// new key. See [EncodeDecision].
+	ReasonDecidedFailed = "DECIDED_FAILED"
 	// ReasonRecordUnreadable: a record exists but its answer cannot be
 	// decoded (Internal). It is never re-run.
 	ReasonRecordUnreadable = "RECORD_UNREADABLE"

@@ -47,14 +47,16 @@ func ExampleConfig_intent() {
 	// Output: 1250 EUR http true
 }
 
-// ResolvedResponse is what a decision taken outside the request path
-// stores on a record the middleware made, so retries replay a response.
-func ExampleResolvedResponse() {
-	b, err := idemhttp.ResolvedResponse(http.StatusOK, map[string]string{"status": "applied", "reference": "ch_1"})
+// EncodeDecision is what a decision taken outside the request path
+// (reconciliation, idem resolve) stores on a record the middleware made,
+// so retries replay a response; idem.EncodeDecision picks it by the
+// record's origin.
+func ExampleEncodeDecision() {
+	b, err := idemhttp.EncodeDecision(idem.Decision{As: idem.StateSucceeded, Body: []byte(`{"status":"applied","reference":"ch_1"}`)})
 	if err != nil {
 		log.Fatal(err)
 	}
 	rr, _ := idemhttp.DecodeResponse(b)
 	fmt.Println(rr.Status, rr.Header.Get("Content-Type"), string(rr.Body))
-	// Output: 200 application/json {"reference":"ch_1","status":"applied"}
+	// Output: 200 application/json {"status":"applied","reference":"ch_1"}
 }

@@ -2,6 +2,7 @@ package idemhttp
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -11,9 +12,14 @@ import (
 // Origin is the [idem.Intent] Origin the middleware (and so idem proxy)
 // writes with every claim: the record's result is a [RecordedResponse].
 // Whoever decides such a record outside the request path — reconciliation,
-// a recovery hook, `idem resolve` — must store a RecordedResponse too (see
-// [ResolvedResponse]), or every retry would get record-unreadable.
+// a recovery hook, `idem resolve` — must store a RecordedResponse too, or
+// every retry would get record-unreadable: [idem.EncodeDecision] does, with
+// [EncodeDecision], which this package registers for Origin.
 const Origin = "http"
+
+func init() {
+	idem.RegisterDecisionEncoder(Origin, idem.DecisionEncoderFunc(EncodeDecision))
+}
 
 // MadeRecord reports whether rec was made by the middleware, so that its
 // result must be a [RecordedResponse]: its intent names [Origin]. A record
@@ -42,21 +48,41 @@ func MadeRecord(rec *idem.Record) bool {
 	return false
 }
 
-// ResolvedResponse encodes the response a decision taken outside the
-// request path records on a record the middleware made: status, a JSON
-// body (body is encoded with encoding/json; use a problem document's
-// members for an error status) and Content-Type application/json, or
-// application/problem+json for a status of 400 and above. Retries with the
-// key replay it as they would the handler's own response.
-func ResolvedResponse(status int, body any) ([]byte, error) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return nil, err
+// EncodeDecision encodes d as the response a record the middleware made
+// replays: status d.Status (default 200 for succeeded, 500 for failed;
+// 200–599), body d.Body, and Content-Type d.ContentType — by default
+// application/json for a JSON body, or what the body's bytes look like;
+// none without a body. d.Message is not sent: a decider that wants the
+// client to read why puts it in the body (a problem document for an error
+// status). Retries with the key replay it as they would the handler's own
+// response.
+func EncodeDecision(d idem.Decision) ([]byte, error) {
+	status := d.Status
+	if status == 0 {
+		status = http.StatusOK
+		if d.As == idem.StateFailed {
+			status = http.StatusInternalServerError
+		}
 	}
-	ct := "application/json"
-	if status >= 400 {
-		ct = "application/problem+json"
+	if status < 200 || status > 599 {
+		return nil, fmt.Errorf("idemhttp: a decision's status must be a final HTTP status (200-599), got %d", status)
 	}
-	rr := &RecordedResponse{Status: status, Header: http.Header{"Content-Type": {ct}}, Body: b, Size: int64(len(b))}
+	rr := &RecordedResponse{Status: status, Body: d.Body, Size: int64(len(d.Body))}
+	ct := d.ContentType
+	if ct == "" && len(d.Body) > 0 {
+		ct = detectContentType(d.Body)
+	}
+	if ct != "" {
+		rr.Header = http.Header{"Content-Type": {ct}}
+	}
 	return rr.Encode()
+}
+
+// detectContentType is application/json for a JSON text, which
+// http.DetectContentType would call text/plain, and its sniffing otherwise.
+func detectContentType(b []byte) string {
+	if json.Valid(b) {
+		return "application/json"
+	}
+	return http.DetectContentType(b)
 }

@@ -266,7 +266,7 @@ func intentFor(name string, keyed string) *idem.Intent {
 	if keyed != "" {
 		f[idem.KeyedDigestsField] = keyed
 	}
-	return &idem.Intent{Operation: name, Fields: f}
+	return &idem.Intent{Operation: name, Origin: Origin, Fields: f}
 }
 
 // keyedDigests returns the keyed digests rec's intent holds, or "".

@@ -48,6 +48,12 @@
 // error result is recorded as a failed outcome whose message is the result's
 // JSON, so that it replays exactly.
 //
+// A call whose outcome is unknown waits for a decision taken outside the
+// call (reconciliation, a recovery hook, `idem resolve`): the record's
+// intent names [Origin], and [EncodeDecision] writes the decision as a
+// tool result (or tool error) that retries replay, marked with
+// _meta[MetaDecision].
+//
 // Tools must be added through the Guard; a tool added to the mcp.Server
 // directly is not keyed.
 package idemmcp

@@ -110,7 +110,7 @@ func (c *StoreCollector) read(now time.Time) error {
 	}
 	c.count, c.oldest = 0, time.Time{}
 	for i := range recs {
-		if recs[i].State == idem.StateInProgress && !recs[i].LeaseExpired(now) {
+		if recs[i].EffectiveState(now) != idem.StateUnknown {
 			continue
 		}
 		if c.count == 0 {

@@ -4,7 +4,7 @@
 // keys, dedup tables without a unique constraint, reconciliation alerts
 // without staleness) built on golang.org/x/tools/go/analysis.
 //
-// Use them as `idem vet ./...` (see [Main]), as `go vet
+// Use them as `idem vet ./...` (the idem command, which calls [Run]), as `go vet
 // -vettool=$(which idem-vet) ./...` with cmd/idem-vet, or from
 // golangci-lint through the plugin package. Each analyzer's Doc explains
 // the danger and the fix; docs/vet.md lists them with examples.

@@ -69,10 +69,13 @@ type Config struct {
 	OrphanScope string
 	// Result builds the value recorded for a key the provider applied, on
 	// records made by engine callers (the handler's value, in the
-	// engine's codec). Records made over HTTP (idemhttp, idem proxy) get
-	// [HTTPResult] instead, and those decided not applied
-	// [HTTPNotApplied], so their retries replay a response. Defaults to
-	// the JSON of the [Applied] entry.
+	// engine's codec). Records made by an adapter (idemhttp and idem
+	// proxy, idemgrpc, idemmcp: an intent with an origin) get
+	// [AppliedDecision] instead, and those decided not applied
+	// [NotAppliedDecision], each written by its adapter's encoder
+	// ([idem.EncodeDecision]), so their retries replay an answer; the
+	// program running the reconciler must import those adapters. Defaults
+	// to the JSON of the [Applied] entry.
 	Result func(a Applied) ([]byte, error)
 	// Actor names who resolves records, in the engine's resolution log.
 	// Defaults to "reconciler".

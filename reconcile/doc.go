@@ -13,8 +13,16 @@
 // per-operation recovery hook: it asks the provider "did you apply key K?"
 // for unknown records and resolves them. Providers plug in through the small
 // [Provider] interface; packages csvprovider (settlement files) and
-// httpprovider (a lookup URL per key) ship two. [RunReconcileCommand] is the
-// `idem reconcile` command.
+// httpprovider (a lookup URL per key) ship two. [WriteText], [WriteHTML]
+// and [WriteCSV] render a [Report]; the `idem reconcile` command (cmd/idem)
+// runs a Reconciler once and prints it.
+//
+// A record made by an adapter (its intent names an origin: idemhttp,
+// idemgrpc, idemmcp) is decided in the form that adapter replays:
+// [AppliedDecision] or [NotAppliedDecision], written by the encoder the
+// adapter registered ([idem.EncodeDecision]). The program running the
+// reconciler must import those adapters; a record whose origin has no
+// encoder is left undecided, with an error for its key.
 //
 // Decisions this package makes where the design is silent:
 //

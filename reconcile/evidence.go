@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"html"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -51,28 +49,6 @@ func WriteCSV(w io.Writer, rep *Report) error {
 	}
 	cw.Flush()
 	return cw.Error()
-}
-
-// writeReportFile writes rep to path as HTML or CSV, by its extension,
-// through a temporary file renamed into place.
-func writeReportFile(path string, rep *Report) error {
-	write := WriteHTML
-	if strings.HasSuffix(strings.ToLower(path), ".csv") {
-		write = WriteCSV
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".idem-report-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := write(tmp, rep); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // WriteHTML's page. It is written with html.EscapeString rather than

@@ -5,15 +5,19 @@ import (
 	"log"
 	"time"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/reconcile"
 )
 
-// HTTPResult is the response a record made over HTTP replays once
-// reconciliation found that the provider applied it.
-func ExampleHTTPResult() {
-	b, err := reconcile.HTTPResult(reconcile.Applied{Key: "charge:v1:shop:o-42", Reference: "ch_1R9x", Amount: 1250,
+// AppliedDecision is what a record made by an adapter replays once
+// reconciliation found that the provider applied it; over HTTP, a 200
+// naming the provider's entry.
+func ExampleAppliedDecision() {
+	d := reconcile.AppliedDecision(reconcile.Applied{Key: "charge:v1:shop:o-42", Reference: "ch_1R9x", Amount: 1250,
 		Currency: "EUR", Status: reconcile.StatusApplied, AppliedAt: time.Date(2026, 12, 1, 19, 5, 2, 0, time.UTC)})
+	rec := &idem.Record{Key: "charge:v1:shop:o-42", Intent: []byte(`{"origin":"http"}`)}
+	b, err := idem.EncodeDecision(rec, d)
 	if err != nil {
 		log.Fatal(err)
 	}

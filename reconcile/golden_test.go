@@ -1,7 +1,6 @@
 package reconcile_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -20,14 +19,50 @@ import (
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/reconcile"
+	"github.com/idemkit/idem/reconcile/csvprovider"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
 
-// unclosed hands the command a store it may close without emptying it.
-type unclosed struct{ idem.Store }
+// reconcileOnce runs one reconciliation of st against prov as idem
+// reconcile does: an engine with keys and a TTL of ten years (the seeded
+// records are old), and cfg.
+func reconcileOnce(t *testing.T, st idem.Store, prov reconcile.Provider, keys *idem.Keyring, cfg reconcile.Config) (*reconcile.Report, error) {
+	t.Helper()
+	eng, err := idem.New(st, idem.Config{TTL: 3650 * 24 * time.Hour, Encryption: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	r, err := reconcile.New(eng, prov, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.RunOnce(context.Background())
+}
 
-func (unclosed) Close() error { return nil }
+// provider opens a settlement file in one of csvprovider's layouts.
+func provider(t *testing.T, path, format string) reconcile.Provider {
+	t.Helper()
+	l, err := csvprovider.Preset(format)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := csvprovider.OpenLayout(path, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// stripeBalance opens a Stripe balance export.
+func stripeBalance(path string) (reconcile.Provider, error) {
+	l, err := csvprovider.Preset(csvprovider.FormatStripeBalance)
+	if err != nil {
+		return nil, err
+	}
+	return csvprovider.OpenLayout(path, l)
+}
 
 // seedTime is before every row of the settlement files in testdata.
 var seedTime = time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
@@ -176,30 +211,26 @@ func TestProviderFormats(t *testing.T) {
 		t.Run(format, func(t *testing.T) {
 			t.Parallel()
 			st := seedShop(t)
-			dir := t.TempDir()
-			run := func(extra ...string) (int, string, string) {
-				args := append([]string{"--store", "mem", "--provider-csv", filepath.Join("testdata", format+".csv"),
-					"--provider-format", format, "--settlement-window", "1h", "--lookback", "36500d",
-					"--orphan-scope", "shop", "--ttl", "3650d"}, extra...)
-				var out, errb bytes.Buffer
-				code := reconcile.RunReconcileCommand(context.Background(), args, &out, &errb,
-					func(context.Context, string) (idem.Store, error) { return unclosed{st}, nil })
-				return code, out.String(), errb.String()
+			prov := provider(t, filepath.Join("testdata", format+".csv"), format)
+			cfg := reconcile.Config{SettlementWindow: time.Hour, Lookback: 36500 * 24 * time.Hour, OrphanScope: "shop"}
+			rep, err := reconcileOnce(t, st, prov, nil, cfg)
+			if err != nil || rep.Clean() {
+				t.Fatalf("%+v, %v; want drift", rep, err)
 			}
-			code, out, errs := run("--json", "--report", filepath.Join(dir, "report.html"))
-			if code != reconcile.ExitFound {
-				t.Fatalf("exit %d, want 3 (drift)\n%s\n%s", code, out, errs)
-			}
-			golden(t, format+".golden", summary(t, out))
-
-			html, err := os.ReadFile(filepath.Join(dir, "report.html"))
+			out, err := json.Marshal(rep)
 			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, format+".golden", summary(t, string(out)))
+
+			var html strings.Builder
+			if err := reconcile.WriteHTML(&html, rep); err != nil {
 				t.Fatal(err)
 			}
 			for _, want := range []string{"<td>drift</td><td class=\"num\">2</td>", "<td>EUR</td><td class=\"num\">110</td>",
 				"<td>no key</td><td class=\"num\">1</td>", "FOUND 2 drift, 1 over-counted", "Oldest unreconciled record:"} {
-				if !strings.Contains(string(html), want) {
-					t.Errorf("HTML report lacks %q:\n%s", want, html)
+				if !strings.Contains(html.String(), want) {
+					t.Errorf("HTML report lacks %q:\n%s", want, html.String())
 				}
 			}
 
@@ -226,11 +257,14 @@ func TestProviderFormats(t *testing.T) {
 			}
 
 			// A second run writes nothing new and still pages; as CSV.
-			code, _, errs = run("--report", filepath.Join(dir, "report.csv"))
-			csvRep, _ := os.ReadFile(filepath.Join(dir, "report.csv"))
-			if code != reconcile.ExitFound || !strings.Contains(string(csvRep), "class,drift,2") ||
-				!strings.Contains(string(csvRep), "drift_amount,EUR,110") {
-				t.Fatalf("second run: exit %d\n%s\n%s", code, csvRep, errs)
+			rep, err = reconcileOnce(t, st, prov, nil, cfg)
+			var csvRep strings.Builder
+			if err == nil {
+				err = reconcile.WriteCSV(&csvRep, rep)
+			}
+			if err != nil || rep.Clean() || !strings.Contains(csvRep.String(), "class,drift,2") ||
+				!strings.Contains(csvRep.String(), "drift_amount,EUR,110") {
+				t.Fatalf("second run: %v\n%s", err, csvRep.String())
 			}
 		})
 	}

@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -10,15 +9,13 @@ import (
 	"time"
 )
 
-func writeJSON(w io.Writer, rep *Report) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(rep)
-}
-
-// writeTable prints the human report: counts per class, the drift totals,
-// then one line per key that is not plainly reconciled.
-func writeTable(w io.Writer, rep *Report) error {
+// WriteText writes rep as a table for a terminal (what `idem reconcile`
+// prints): the number of records checked, counts per class, the drift
+// totals, how far back the provider was listed, the provider rows skipped
+// by reason, one line per key that is not plainly reconciled, the per-key
+// errors, and a last line "result: …" that says "clean" only for a
+// complete run that found nothing.
+func WriteText(w io.Writer, rep *Report) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "idem reconcile: %d records checked in %s\n\n", rep.Checked, rep.FinishedAt.Sub(rep.StartedAt).Round(time.Millisecond))
 	fmt.Fprintln(tw, "CLASS\tKEYS\t")

@@ -25,8 +25,9 @@ type Hook struct {
 	NotApplied Action
 	// Result builds the value recorded when the provider applied the key,
 	// in the form the application's replays decode, for records made by
-	// engine callers; records made over HTTP get [HTTPResult]. Defaults
-	// to the JSON of the [Applied] entry.
+	// engine callers; records made by an adapter get [AppliedDecision]
+	// in their adapter's form (see [Config].Result). Defaults to the JSON
+	// of the [Applied] entry.
 	Result func(a Applied) ([]byte, error)
 }
 
@@ -155,7 +156,7 @@ func (r *Recoverer) RunOnce(ctx context.Context) (map[Decision]int, error) {
 			return counts, err
 		}
 		for _, rec := range recs {
-			if rec.State == idem.StateInProgress && !rec.LeaseExpired(now) {
+			if rec.EffectiveState(now) != idem.StateUnknown {
 				continue
 			}
 			d, err := r.Recover(ctx, rec)

@@ -1,19 +1,20 @@
 package reconcile
 
 import (
+	"encoding/json"
 	"net/http"
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/idemhttp"
 )
 
 // ProblemNotApplied is the problem type of the response recorded on a
 // record made over HTTP that reconciliation or recovery decided as not
-// applied (see [HTTPNotApplied]).
+// applied (see [NotAppliedDecision]).
 const ProblemNotApplied = "https://github.com/idemkit/idem/blob/main/docs/reconciliation.md#not-applied"
 
-// Resolution is the JSON body of the response [HTTPResult] records.
+// Resolution is the JSON body of [AppliedDecision]: what a record made by
+// an adapter replays once the provider is found to have applied it.
 type Resolution struct {
 	// Object is always "idem.resolution": this body was written by a
 	// decision, not by the upstream.
@@ -30,40 +31,58 @@ type Resolution struct {
 	AppliedAt time.Time `json:"applied_at,omitzero"`
 }
 
-// HTTPResult is the response recorded on a record made over HTTP
-// (idemhttp's middleware, idem proxy) that the provider applied: 200,
-// Content-Type application/json, a [Resolution] body naming the provider's
-// entry. Retries with the key replay it; the upstream's own response was
-// lost with the attempt that crashed.
-func HTTPResult(a Applied) ([]byte, error) {
-	return idemhttp.ResolvedResponse(http.StatusOK, Resolution{Object: "idem.resolution", Status: "applied",
+// AppliedDecision is the decision recorded on a record that the provider
+// applied, when an adapter made the record (its intent names an origin):
+// succeeded, with a [Resolution] body (JSON) naming the provider's entry.
+// The adapter's encoder writes it in the form its retries replay — over
+// HTTP, 200 application/json with that body; see each adapter's
+// EncodeDecision. The adapter's own answer was lost with the attempt that
+// crashed.
+func AppliedDecision(a Applied) idem.Decision {
+	b, _ := json.Marshal(Resolution{Object: "idem.resolution", Status: "applied", // a Resolution always marshals
 		ForwardKey: a.Key, Reference: a.Reference, Amount: a.Amount, Currency: a.Currency, AppliedAt: a.AppliedAt})
+	return idem.Decision{As: idem.StateSucceeded, Body: b, ContentType: "application/json",
+		Message: "the provider applied the request"}
 }
 
-// HTTPNotApplied is the response recorded on a record made over HTTP that
-// the provider declined or never applied: 422 with a problem document
-// (type [ProblemNotApplied], detail says why). Retries with the key replay
-// it; a new attempt needs a new key.
-func HTTPNotApplied(detail string) ([]byte, error) {
-	return idemhttp.ResolvedResponse(http.StatusUnprocessableEntity, map[string]any{
-		"type": ProblemNotApplied, "title": "not applied", "status": http.StatusUnprocessableEntity,
-		"detail": detail + "; retry with a new key to try again"})
+// NotAppliedDecision is the decision recorded on a record that the provider
+// declined or never applied, when an adapter made the record: failed, with
+// detail (why) as its message, and for HTTP a 422 problem document (type
+// [ProblemNotApplied]). Retries with the key replay it; a new attempt
+// needs a new key.
+func NotAppliedDecision(detail string) idem.Decision {
+	detail += "; retry with a new key to try again"
+	b, _ := json.Marshal(map[string]any{ // a map of strings and an int always marshals
+		"type": ProblemNotApplied, "title": "not applied", "status": http.StatusUnprocessableEntity, "detail": detail})
+	return idem.Decision{As: idem.StateFailed, Status: http.StatusUnprocessableEntity, Body: b,
+		ContentType: "application/problem+json", Message: detail}
 }
 
 // appliedValue is the result recorded on rec for an applied entry: the
-// response HTTP records replay, or the configured value for engine ones.
+// configured value for a record made by an engine caller, the adapter's
+// form of [AppliedDecision] for any other.
 func appliedValue(rec idem.Record, a Applied, result func(Applied) ([]byte, error)) ([]byte, error) {
-	if idemhttp.MadeRecord(&rec) {
-		return HTTPResult(a)
+	d := AppliedDecision(a)
+	if rec.Origin() == "" {
+		b, err := result(a)
+		if err != nil {
+			return nil, err
+		}
+		if b == nil {
+			b = []byte{} // the value is empty, not missing
+		}
+		d = idem.Decision{As: idem.StateSucceeded, Body: b}
 	}
-	return result(a)
+	return idem.EncodeDecision(&rec, d)
 }
 
-// failureValue is the result recorded on rec decided as not applied: a
-// problem response for HTTP records, the failure message for engine ones.
+// failureValue is the result recorded on rec decided as not applied: the
+// failure message for a record made by an engine caller, the adapter's
+// form of [NotAppliedDecision] for any other.
 func failureValue(rec idem.Record, msg string) ([]byte, error) {
-	if idemhttp.MadeRecord(&rec) {
-		return HTTPNotApplied(msg)
+	d := NotAppliedDecision(msg)
+	if rec.Origin() == "" {
+		d = idem.Decision{As: idem.StateFailed, Message: msg}
 	}
-	return []byte(msg), nil
+	return idem.EncodeDecision(&rec, d)
 }

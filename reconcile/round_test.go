@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -120,33 +121,32 @@ func httpRound(t *testing.T, ring *idem.Keyring, keyFile string) {
 	file := filepath.Join(t.TempDir(), "balance.csv")
 	csv := "id,Type,Source,Amount,Fee,Net,Currency,Created (UTC),Description,idempotency_key (metadata)\n" +
 		"txn_1R9x,charge,ch_1R9xAbCdEf,12.50,0.61,11.89,eur," + clock.Now().Add(-90*time.Second).UTC().Format(time.DateTime) + ",Order 42,o-42\n"
-	underCounted := `"under_counted": 1`
+	underCounted := 1
 	if ring != nil {
 		// And a charge with no local record: reconciliation records it,
 		// sealed like every record.
 		csv += "txn_2R9x,charge,ch_2R9xAbCdEf,3.00,0.10,2.90,eur," + clock.Now().Add(-80*time.Second).UTC().Format(time.DateTime) + ",Order 99,o-99\n"
-		underCounted = `"under_counted": 2`
+		underCounted = 2
 	}
 	if err := os.WriteFile(file, []byte(csv), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var out, errb bytes.Buffer
-	args := []string{"--store", "mem", "--provider-csv", file, "--provider-format", "stripe-balance",
-		"--settlement-window", "1s", "--lookback", "36500d", "--json"}
-	openStore := func(context.Context, string) (idem.Store, error) { return unclosed{st}, nil }
-	if ring != nil {
-		// Without the key file nothing is readable, so nothing is decided.
-		code := reconcile.RunReconcileCommand(ctx, args, &out, &errb, openStore)
-		if code == reconcile.ExitClean || strings.Contains(out.String(), `"under_counted": 1`) || !strings.Contains(out.String()+errb.String(), "rk1") {
-			t.Fatalf("reconcile without the key file: exit %d\n%s\n%s", code, out.String(), errb.String())
-		}
-		out.Reset()
-		errb.Reset()
-		args = append(args, "--encryption-key-file", keyFile)
+	prov, err := stripeBalance(file)
+	if err != nil {
+		t.Fatal(err)
 	}
-	code := reconcile.RunReconcileCommand(ctx, args, &out, &errb, openStore)
-	if code != reconcile.ExitClean || !strings.Contains(out.String(), underCounted) || !strings.Contains(out.String(), `"not_applied": 1`) {
-		t.Fatalf("reconcile: exit %d\n%s\n%s", code, out.String(), errb.String())
+	cfg := reconcile.Config{SettlementWindow: time.Second, Lookback: 36500 * 24 * time.Hour}
+	if ring != nil {
+		// Without the keys nothing is readable, so nothing is decided.
+		rep, runErr := reconcileOnce(t, st, prov, nil, cfg)
+		if rep.Complete() || rep.Counts[reconcile.ClassUnderCounted] != 0 || !strings.Contains(fmt.Sprint(rep.Errors, runErr), "rk1") {
+			t.Fatalf("reconcile without the keys: %+v, %v", rep, runErr)
+		}
+	}
+	rep, runErr := reconcileOnce(t, st, prov, ring, cfg)
+	if runErr != nil || !rep.Clean() || !rep.Complete() || rep.Counts[reconcile.ClassUnderCounted] != underCounted ||
+		rep.Counts[reconcile.ClassNotApplied] != 1 {
+		t.Fatalf("reconcile: %+v, %v", rep, runErr)
 	}
 	if ring != nil {
 		orphan, err := st.Get(ctx, "", "o-99")

@@ -153,6 +153,12 @@ func (f *flags) duration(name string, def time.Duration, usage string) *time.Dur
 	return &d
 }
 
+// listFlag collects a repeatable flag's values.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, " ") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
 // coverFlag collects repeated --cover NAME=DUR.
 type coverFlag map[string]time.Duration
 

@@ -3,11 +3,18 @@
 // sweep, reconcile, doctor, and the ui dashboard), audits (audit of an HTTP API, vet of Go code,
 // tools-audit of MCP servers), bench and version.
 //
-// Exit codes: 0 ok, 1 failure, 2 usage; reconcile exits 3 when it finds
-// drift or over-counts, doctor when it finds something to fix in a store,
-// audit when a check fails, vet on a finding, tools-audit on an unkeyed
-// side-effecting tool. Every command takes --help. Flags may come before
-// or after positional arguments; "--" ends the flags.
+// Every command lives here, one file each, and follows one convention
+// (cli.go): --flag syntax, flags before or after positional arguments
+// ("--" ends them), --help with an example, a usage mistake reported in
+// one line. Every command that prints a result takes --json; docs/cli.md
+// documents each shape. The logic of the larger ones is in
+// cmd/idem/internal (audit, bench, ui) or in the library they front
+// (reconcile, idemmcp/audit, idemvet).
+//
+// Exit codes, defined once below: 0 ok, 1 failure, 2 usage (or a refusal
+// to start); 3 findings: reconcile on drift or over-counts, doctor on
+// something to fix in a store, audit on a failed check, vet on a finding,
+// tools-audit on an unkeyed side-effecting tool.
 package main
 
 import (
@@ -16,19 +23,20 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
 	"sort"
 	"syscall"
 )
 
-// goos and goarch name the platform in `idem version`.
-const goos, goarch = runtime.GOOS, runtime.GOARCH
-
-// Exit codes.
+// Exit codes, the same for every command.
 const (
-	exitOK      = 0
+	// exitOK: the command did what was asked and found nothing to fix.
+	exitOK = 0
+	// exitFailure: the command could not do it (a store, file or server
+	// failed), or did only part of it.
 	exitFailure = 1
-	exitUsage   = 2
+	// exitUsage: the command line is wrong, or the command refuses to
+	// start on what it was given (an unsafe store, a missing --sandbox).
+	exitUsage = 2
 	// exitFindings: the command ran and found something to fix (reconcile,
 	// doctor, audit, vet, tools-audit).
 	exitFindings = 3
@@ -75,7 +83,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "-version", "--version":
-		printVersion(stdout)
+		printVersion(stdout, readVersion())
 		return exitOK
 	case "-h", "-help", "--help", "help":
 		if len(args) > 1 {

@@ -24,6 +24,9 @@ import (
 var idemBin string
 
 func TestMain(m *testing.M) {
+	if kind := os.Getenv(mcpFixtureEnv); kind != "" {
+		os.Exit(serveMCPFixture(kind)) // the test binary as an MCP server on stdio, for tools-audit
+	}
 	dir, err := os.MkdirTemp("", "idem-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

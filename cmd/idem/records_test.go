@@ -89,33 +89,6 @@ func TestGetShowsWhyAResultIsUnreadable(t *testing.T) {
 	}
 }
 
-func TestRecordedBodyDetectsJSON(t *testing.T) {
-	t.Parallel()
-	for body, want := range map[string]string{
-		`{"id": 7, "paid": true}`: "application/json",
-		`[1, 2]`:                  "application/json",
-		"paid in full\n":          "text/plain; charset=utf-8",
-		"<html><body>ok</body>":   "text/html; charset=utf-8",
-	} {
-		b, err := recordedBody("succeeded", 0, []byte(body), "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		rr, err := idemhttp.DecodeResponse(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := rr.Header.Get("Content-Type"); got != want || rr.Status != http.StatusOK || string(rr.Body) != body {
-			t.Errorf("body %q: Content-Type %q (want %q), status %d, body %q", body, got, want, rr.Status, rr.Body)
-		}
-	}
-	// --content-type wins over detection.
-	b, _ := recordedBody("succeeded", 0, []byte("{}"), "application/vnd.x+json")
-	if rr, _ := idemhttp.DecodeResponse(b); rr == nil || rr.Header.Get("Content-Type") != "application/vnd.x+json" {
-		t.Fatalf("--content-type not kept: %+v", rr)
-	}
-}
-
 func TestRecordJSONStateIsAStoreState(t *testing.T) {
 	t.Parallel()
 	now := time.Now()

@@ -2,15 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemgrpc"
 	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/idemmcp"
 )
 
 // operatorDecision is an operator's decision on one record, as idem
@@ -98,64 +98,41 @@ func decide(ctx context.Context, st idem.Store, log *slog.Logger, d operatorDeci
 }
 
 // resolvedResult is what an operator's resolution records on rec, in the
-// form whatever made rec decodes: a recorded HTTP response for a record made
-// by idemhttp or idem proxy, the application's value (the body as given,
-// or for a failure the reason) for a record made by an engine caller.
+// form whatever made rec decodes (idem.EncodeDecision picks the encoder by
+// the record's origin): a recorded HTTP response for a record made by
+// idemhttp or idem proxy, a gRPC answer, an MCP tool result, or the
+// application's value (the body as given, or for a failure the reason) for
+// a record made by an engine caller. The flags that fit only one of them
+// are refused on the others, in the command's terms.
 func resolvedResult(rec *idem.Record, d operatorDecision) ([]byte, error) {
-	if idemhttp.MadeRecord(rec) {
-		return recordedBody(d.As, d.Status, bodyOrNil(d), d.ContentType)
-	}
-	if d.Status != 0 || d.ContentType != "" {
-		return nil, fmt.Errorf("record %q was made by an application through the engine, not over HTTP: its result is the application's value, so --status and --content-type do not apply; give --body FILE holding the value as the application's codec writes it (JSON by default)", rec.Key)
-	}
-	if !d.HasBody {
-		if d.As == "failed" {
-			return []byte(d.Reason), nil
+	origin := rec.Origin()
+	if origin != idemhttp.Origin && (d.Status != 0 || d.ContentType != "") {
+		m, ok := madeBy[origin]
+		if !ok {
+			m.how, m.result, m.body = fmt.Sprintf("with origin %q", origin), "its result is not an HTTP response", "give --body FILE as that origin reads it"
 		}
+		return nil, fmt.Errorf("record %q was made %s, not over HTTP: %s, so --status and --content-type do not apply; %s",
+			rec.Key, m.how, m.result, m.body)
+	}
+	if origin == "" && d.As == "succeeded" && !d.HasBody {
 		return nil, fmt.Errorf("record %q was made by an application through the engine: --as succeeded needs --body FILE holding the value its retries replay (as the application's codec writes it, JSON by default)", rec.Key)
 	}
-	return d.Body, nil
+	dec := idem.Decision{As: idem.State(d.As), Status: d.Status, ContentType: d.ContentType, Message: d.Reason}
+	if d.HasBody {
+		dec.Body = d.Body
+	}
+	return idem.EncodeDecision(rec, dec)
 }
 
-func bodyOrNil(d operatorDecision) []byte {
-	if !d.HasBody {
-		return nil
-	}
-	return d.Body
-}
-
-// recordedBody builds the recorded response an operator's resolution
-// replays.
-func recordedBody(as string, status int, body []byte, ctype string) ([]byte, error) {
-	if status == 0 {
-		status = http.StatusOK
-		if as == "failed" {
-			status = http.StatusInternalServerError
-		}
-	}
-	if status < 200 || status > 599 {
-		return nil, fmt.Errorf("--status %d is not a final HTTP status", status)
-	}
-	rr := &idemhttp.RecordedResponse{Status: status}
-	if body != nil {
-		rr.Body, rr.Size = body, int64(len(body))
-		if ctype == "" && len(body) > 0 {
-			ctype = detectContentType(body)
-		}
-	}
-	if ctype != "" {
-		rr.Header = http.Header{"Content-Type": {ctype}}
-	}
-	return rr.Encode()
-}
-
-// detectContentType is application/json for a JSON text, which
-// http.DetectContentType would call text/plain, and its sniffing otherwise.
-func detectContentType(b []byte) string {
-	if json.Valid(b) {
-		return "application/json"
-	}
-	return http.DetectContentType(b)
+// madeBy describes, per origin, what made a record and what its retries
+// replay, for the messages that refuse a flag that does not fit it.
+var madeBy = map[string]struct{ how, result, body string }{
+	"": {"by an application through the engine", "its result is the application's value",
+		"give --body FILE holding the value as the application's codec writes it (JSON by default)"},
+	idemgrpc.Origin: {"over gRPC (idemgrpc)", "its result is a gRPC answer",
+		"give --body FILE holding the response message as protojson, or nothing for an empty response"},
+	idemmcp.Origin: {"by an MCP tool call (idemmcp)", "its result is a tool result",
+		"give --body FILE holding the tool result (JSON) or the text it answers"},
 }
 
 // notUnknown explains, in the command's own terms, why Resolve refused a

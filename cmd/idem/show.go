@@ -77,7 +77,7 @@ type responseJSON struct {
 }
 
 func toJSON(r *idem.Record, now time.Time) recordJSON {
-	j := recordJSON{Scope: r.Scope, Key: r.Key, State: string(effectiveState(r, now)), Stored: string(r.State),
+	j := recordJSON{Scope: r.Scope, Key: r.Key, State: string(r.EffectiveState(now)), Stored: string(r.State),
 		LeaseExpired: r.LeaseExpired(now), Fence: r.Fence,
 		AttemptID: r.AttemptID, Fingerprint: r.Fingerprint.String(), Mark: string(r.Mark), CreatedAt: r.CreatedAt,
 		LeaseUntil: opt(r.LeaseUntil), CompletedAt: opt(r.CompletedAt), ExpiresAt: opt(r.ExpiresAt)}
@@ -139,19 +139,12 @@ func writeJSON(f *flags, w io.Writer, v any) int {
 	return exitOK
 }
 
-// effectiveState is the state every reader acts on: an in_progress record
-// whose lease has passed is unknown.
-func effectiveState(r *idem.Record, now time.Time) idem.State {
-	if r.LeaseExpired(now) {
-		return idem.StateUnknown
-	}
-	return r.State
-}
-
-// effState is effectiveState for people, saying when the lease expired.
+// effState is the record's effective state (idem.Record.EffectiveState)
+// for people, saying when it differs from the stored one because the lease
+// expired.
 func effState(r *idem.Record, now time.Time) string {
-	if r.LeaseExpired(now) {
-		return string(idem.StateUnknown) + " (lease expired)"
+	if s := r.EffectiveState(now); s != r.State {
+		return string(s) + " (lease expired)"
 	}
 	return string(r.State)
 }

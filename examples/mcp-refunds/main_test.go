@@ -1,15 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem/idemmcp"
 	"github.com/idemkit/idem/idemmcp/audit"
@@ -165,14 +166,11 @@ func TestToolsAuditClean(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out, errOut bytes.Buffer
-	code := audit.RunToolsAudit([]string{"--json", "--", exe}, &out, &errOut)
-	if code != audit.ExitClean {
-		t.Fatalf("tools-audit exit %d, want 0\nstdout: %s\nstderr: %s", code, out.String(), errOut.String())
-	}
-	var rep audit.Report
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatal(err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := audit.Audit(ctx, &mcp.CommandTransport{Command: exec.Command(exe), TerminateDuration: 2 * time.Second})
+	if err != nil || !rep.Clean() {
+		t.Fatalf("tools-audit: %+v, %v; want clean", rep, err)
 	}
 	verdicts := map[string]string{}
 	for _, f := range rep.Tools {

@@ -5,7 +5,7 @@
 //
 // [Audit] connects to a server over any MCP transport, lists its tools and
 // judges each one; [Report.WriteTable] and [Report.WriteJSON] render the
-// result; [RunToolsAudit] is the whole `idem tools-audit` command.
+// result. The `idem tools-audit` command (cmd/idem) runs it.
 //
 // A tool is flagged when its annotations do not say readOnlyHint: true and
 // its input schema has no idempotency key property. A property counts as a

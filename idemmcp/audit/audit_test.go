@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem/idemmcp/audit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -17,7 +19,7 @@ import (
 )
 
 // serverEnv makes the test binary act as an MCP server on stdio, so that
-// RunToolsAudit can be tested against a real subprocess.
+// Audit can be tested against a real subprocess.
 const serverEnv = "IDEMMCP_AUDIT_TEST_SERVER"
 
 func TestMain(m *testing.M) {
@@ -117,102 +119,64 @@ func TestAuditInMemory(t *testing.T) {
 	}
 }
 
-func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var o, e bytes.Buffer
-	code = audit.RunToolsAudit(args, &o, &e)
-	return code, o.String(), e.String()
-}
-
-// selfServer returns the command line that starts this test binary as a
-// fixture server.
-func selfServer(t *testing.T, kind string) []string {
+// selfServer returns a command that starts this test binary as a fixture
+// server.
+func selfServer(t *testing.T, kind string) *exec.Cmd {
 	t.Setenv(serverEnv, kind) // inherited by the child; forbids t.Parallel
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []string{"--", exe}
+	return exec.Command(exe)
 }
 
-func TestRunToolsAuditSubprocessFlagged(t *testing.T) {
-	code, out, errOut := run(t, selfServer(t, "flagged")...)
-	if code != audit.ExitFlagged {
-		t.Fatalf("exit %d, want %d; stderr: %s", code, audit.ExitFlagged, errOut)
+// TestAuditSubprocess: a server started as a command, over stdio, as idem
+// tools-audit runs it.
+func TestAuditSubprocess(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := audit.Audit(ctx, &mcp.CommandTransport{Command: selfServer(t, "flagged"), TerminateDuration: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := rep.WriteTable(&out); err != nil {
+		t.Fatal(err)
 	}
 	var flagLine string
-	for _, l := range strings.Split(out, "\n") {
+	for _, l := range strings.Split(out.String(), "\n") {
 		if strings.HasPrefix(l, "FLAG") {
 			flagLine = l
 		}
 	}
-	if !strings.Contains(flagLine, "send_email") || strings.Count(out, "FLAG") != 1 {
-		t.Fatalf("table does not flag exactly send_email:\n%s", out)
+	if !strings.Contains(flagLine, "send_email") || strings.Count(out.String(), "FLAG") != 1 {
+		t.Fatalf("table does not flag exactly send_email:\n%s", out.String())
 	}
-	if !strings.Contains(out, "audit-fixture v9: 3 tools, 1 flagged") {
-		t.Fatalf("summary missing:\n%s", out)
+	if !strings.Contains(out.String(), "audit-fixture v9: 3 tools, 1 flagged") {
+		t.Fatalf("summary missing:\n%s", out.String())
 	}
 }
 
-func TestRunToolsAuditSubprocessCleanJSON(t *testing.T) {
-	code, out, errOut := run(t, append([]string{"--json"}, selfServer(t, "clean")...)...)
-	if code != audit.ExitClean {
-		t.Fatalf("exit %d, want 0; stderr: %s", code, errOut)
+// TestAuditHTTPJSON: a server over streamable HTTP, its report as JSON.
+func TestAuditHTTPJSON(t *testing.T) {
+	t.Parallel()
+	srv := newServer("clean")
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	defer ts.Close()
+	rep, err := audit.Audit(context.Background(), &mcp.StreamableClientTransport{Endpoint: ts.URL, DisableStandaloneSSE: true, MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
 	}
-	var rep audit.Report
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	var out bytes.Buffer
+	if err := rep.WriteJSON(&out); err != nil {
+		t.Fatal(err)
+	}
+	var got audit.Report
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out.String())
 	}
 	// The SDK lists tools by name.
-	if rep.Flagged != 0 || len(rep.Tools) != 2 || rep.Tools[0].KeyParam != "idempotency_key" || !rep.Tools[0].KeyRequired {
-		t.Fatalf("report = %+v", rep)
-	}
-}
-
-func TestRunToolsAuditHTTP(t *testing.T) {
-	t.Parallel()
-	srv := newServer("flagged")
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-	ts := httptest.NewServer(h)
-	defer ts.Close()
-	code, out, errOut := run(t, "--json", "--url", ts.URL)
-	if code != audit.ExitFlagged {
-		t.Fatalf("exit %d, want 3; stderr: %s", code, errOut)
-	}
-	var rep audit.Report
-	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Flagged != 1 {
-		t.Fatalf("report %+v, err %v", rep, err)
-	}
-}
-
-func TestRunToolsAuditUsage(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name string
-		args []string
-		code int
-		want string // in stdout for help, else in stderr
-	}{
-		{"help", []string{"--help"}, audit.ExitClean, "example:"},
-		{"short help", []string{"-h"}, audit.ExitClean, "idem tools-audit -- "},
-		{"nothing to audit", nil, audit.ExitUsage, "no server"},
-		{"both url and command", []string{"--url", "http://x", "--", "srv"}, audit.ExitUsage, "not both"},
-		{"unknown flag", []string{"--frobnicate"}, audit.ExitUsage, "frobnicate"},
-		{"bad url", []string{"--url", "ftp://x"}, audit.ExitUsage, "not an http(s) URL"},
-		{"bad timeout", []string{"--timeout", "0s", "--", "srv"}, audit.ExitUsage, "--timeout"},
-		{"command not found", []string{"--", "/nonexistent/idem-mcp-server"}, audit.ExitFailure, "connect"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			code, out, errOut := run(t, tc.args...)
-			got := errOut
-			if tc.code == audit.ExitClean {
-				got = out
-			}
-			if code != tc.code || !strings.Contains(got, tc.want) {
-				t.Fatalf("exit %d (want %d); stdout %q; stderr %q; want %q", code, tc.code, out, errOut, tc.want)
-			}
-		})
+	if got.Flagged != 0 || len(got.Tools) != 2 || got.Tools[0].KeyParam != "idempotency_key" || !got.Tools[0].KeyRequired {
+		t.Fatalf("report = %+v", got)
 	}
 }

@@ -1,5 +1,5 @@
 // Package csvprovider reads a settlement file — the report a payment
-// processor publishes of what it applied — as a [ledger.Provider].
+// processor publishes of what it applied — as a [reconcile.Provider].
 //
 // The file is CSV (RFC 4180) with a header row. These columns are required,
 // in any order:
@@ -35,7 +35,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idem/reconcile/ledger"
+	"github.com/idemkit/idem/reconcile"
 	"github.com/idemkit/idem/reconcile/money"
 )
 
@@ -45,14 +45,14 @@ var Columns = []string{"key", "amount", "currency", "status", "applied_at"}
 // Provider is a parsed settlement file. It is read-only and safe for
 // concurrent use.
 type Provider struct {
-	byKey   map[string]ledger.Applied
+	byKey   map[string]reconcile.Applied
 	order   []string // keys in file order
 	skipped map[string]int
 }
 
 var (
-	_ ledger.Provider   = (*Provider)(nil)
-	_ ledger.RowSkipper = (*Provider)(nil)
+	_ reconcile.Provider   = (*Provider)(nil)
+	_ reconcile.RowSkipper = (*Provider)(nil)
 )
 
 // Open reads and parses the settlement file at path in the [CSV] layout.
@@ -97,7 +97,7 @@ func ParseLayout(r io.Reader, l Layout) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Provider{byKey: map[string]ledger.Applied{}, skipped: map[string]int{}}
+	p := &Provider{byKey: map[string]reconcile.Applied{}, skipped: map[string]int{}}
 	firstLine := map[string]int{}
 	for {
 		row, err := cr.Read()
@@ -128,26 +128,26 @@ func ParseLayout(r io.Reader, l Layout) (*Provider, error) {
 // Len returns the number of entries.
 func (p *Provider) Len() int { return len(p.order) }
 
-// SkippedRows implements [ledger.RowSkipper]: the rows that settle no
+// SkippedRows implements [reconcile.RowSkipper]: the rows that settle no
 // intent, by reason ("type payout", "no key", "status skip: pending").
 func (p *Provider) SkippedRows() map[string]int { return p.skipped }
 
-// Lookup implements [ledger.Provider].
-func (p *Provider) Lookup(_ context.Context, key string) (ledger.Applied, error) {
+// Lookup implements [reconcile.Provider].
+func (p *Provider) Lookup(_ context.Context, key string) (reconcile.Applied, error) {
 	a, ok := p.byKey[key]
 	if !ok {
-		return ledger.Applied{}, ledger.ErrNotApplied
+		return reconcile.Applied{}, reconcile.ErrNotApplied
 	}
 	return a, nil
 }
 
-// AppliedSince implements [ledger.Provider]: the file's entries at or
+// AppliedSince implements [reconcile.Provider]: the file's entries at or
 // after since, in file order.
-func (p *Provider) AppliedSince(ctx context.Context, since time.Time) iter.Seq2[ledger.Applied, error] {
-	return func(yield func(ledger.Applied, error) bool) {
+func (p *Provider) AppliedSince(ctx context.Context, since time.Time) iter.Seq2[reconcile.Applied, error] {
+	return func(yield func(reconcile.Applied, error) bool) {
 		for _, k := range p.order {
 			if err := ctx.Err(); err != nil {
-				yield(ledger.Applied{}, err)
+				yield(reconcile.Applied{}, err)
 				return
 			}
 			a := p.byKey[k]
@@ -222,9 +222,9 @@ func (c columnSet) cell(row []string, field string) string {
 }
 
 // entry reads one row: its entry, or the reason it settles no intent.
-func (c columnSet) entry(row []string) (ledger.Applied, string, error) {
+func (c columnSet) entry(row []string) (reconcile.Applied, string, error) {
 	l := c.l
-	var a ledger.Applied
+	var a reconcile.Applied
 	typ := c.cell(row, FieldType)
 	if !l.keeps(typ) {
 		return a, "type " + orEmpty(typ), nil
@@ -258,9 +258,9 @@ func (c columnSet) entry(row []string) (ledger.Applied, string, error) {
 		}
 		a.Key = k
 	}
-	a.Status = ledger.StatusApplied
+	a.Status = reconcile.StatusApplied
 	if out == OutcomeFailed {
-		a.Status = ledger.StatusFailed
+		a.Status = reconcile.StatusFailed
 	}
 	a.Currency = strings.ToUpper(c.cell(row, FieldCurrency))
 	if !isCurrency(a.Currency) {

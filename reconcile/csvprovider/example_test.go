@@ -7,13 +7,13 @@ import (
 	"log"
 	"strings"
 
+	"github.com/idemkit/idem/reconcile"
 	"github.com/idemkit/idem/reconcile/csvprovider"
-	"github.com/idemkit/idem/reconcile/ledger"
 )
 
 // A settlement file answers lookups by forwarded key: applied entries with
 // their amount, declined ones as failed, and keys it does not hold as
-// ledger.ErrNotApplied.
+// reconcile.ErrNotApplied.
 func ExampleParse() {
 	p, err := csvprovider.Parse(strings.NewReader(`key,amount,currency,status,applied_at,fee
 charge:v1:order-1,1250,EUR,applied,2025-03-01T12:00:00Z,30
@@ -25,7 +25,7 @@ charge:v1:order-2,990,eur,declined,2025-03-01T12:01:30Z,0
 	ctx := context.Background()
 	for _, key := range []string{"charge:v1:order-1", "charge:v1:order-2", "charge:v1:order-3"} {
 		a, err := p.Lookup(ctx, key)
-		if errors.Is(err, ledger.ErrNotApplied) {
+		if errors.Is(err, reconcile.ErrNotApplied) {
 			fmt.Println(key, "not applied")
 			continue
 		}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idem/reconcile/ledger"
+	"github.com/idemkit/idem/reconcile"
 	"github.com/idemkit/idem/reconcile/money"
 )
 
@@ -87,7 +87,7 @@ type Layout struct {
 	Location *time.Location
 	// Statuses maps a status value (or, with no status column, a type
 	// value), compared case-insensitively, to its outcome. Other values
-	// are read as ledger.ParseStatus reads them; anything else is an
+	// are read as reconcile.ParseStatus reads them; anything else is an
 	// error naming the line. Defaults to none.
 	Statuses map[string]Outcome
 	// Types, when not empty, lists the type values that settle intents
@@ -252,11 +252,11 @@ func (l *Layout) outcome(v string) (Outcome, error) {
 	if o, ok := l.Statuses[lv]; ok {
 		return o, nil
 	}
-	st, err := ledger.ParseStatus(lv)
+	st, err := reconcile.ParseStatus(lv)
 	if err != nil {
 		return "", fmt.Errorf("status %q is not mapped to applied, failed, refund or skip", v)
 	}
-	if st == ledger.StatusApplied {
+	if st == reconcile.StatusApplied {
 		return OutcomeApplied, nil
 	}
 	return OutcomeFailed, nil

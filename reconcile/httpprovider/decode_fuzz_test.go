@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem/reconcile/ledger"
+	"github.com/idemkit/idem/reconcile"
 )
 
 // FuzzDecodeLookup feeds arbitrary answers to the lookup decoder: it never
@@ -25,7 +25,7 @@ func FuzzDecodeLookup(f *testing.F) {
 		if a.Key != key || a.Currency != strings.ToUpper(a.Currency) || a.Currency == "" {
 			t.Fatalf("accepted %q for key %q as %+v", body, key, a)
 		}
-		if a.Status != ledger.StatusApplied && a.Status != ledger.StatusFailed {
+		if a.Status != reconcile.StatusApplied && a.Status != reconcile.StatusFailed {
 			t.Fatalf("accepted status %v", a.Status)
 		}
 		if a.AppliedAt.Location() != time.UTC {

@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 
+	"github.com/idemkit/idem/reconcile"
 	"github.com/idemkit/idem/reconcile/httpprovider"
-	"github.com/idemkit/idem/reconcile/ledger"
 )
 
 // The provider's lookup endpoint answers one key per GET: 200 with the
@@ -38,7 +38,7 @@ func ExampleNew() {
 	a, err := p.Lookup(ctx, "charge:v1:order-1")
 	fmt.Println(a.Status, a.Amount, a.Currency, err)
 	_, err = p.Lookup(ctx, "charge:v1:order-2")
-	fmt.Println(errors.Is(err, ledger.ErrNotApplied))
+	fmt.Println(errors.Is(err, reconcile.ErrNotApplied))
 	_, err = p.Lookup(ctx, "charge:v1:order-3")
 	fmt.Println(err)
 	// Output:

@@ -1,18 +1,18 @@
 // Package httpprovider asks a provider's HTTP lookup endpoint, one GET per
-// forwarded key, as a [ledger.Provider].
+// forwarded key, as a [reconcile.Provider].
 //
 // The URL template holds "{key}", replaced by the forwarded key (escaped as
 // a path segment, or as a query value when it sits after "?"). The answer:
 //
 //	200 with a JSON object: {"key": "...", "amount": 1250, "currency": "EUR",
 //	    "status": "applied", "applied_at": "2025-03-01T12:00:00Z"}
-//	    (status as in [ledger.ParseStatus]; the key must be the one asked)
-//	404: the provider has no record of the key ([ledger.ErrNotApplied])
+//	    (status as in [reconcile.ParseStatus]; the key must be the one asked)
+//	404: the provider has no record of the key ([reconcile.ErrNotApplied])
 //	anything else: the provider cannot tell now (an error; the record stays)
 //
 // Listing is optional: with [Config.ListURL], AppliedSince GETs it with
 // since=<RFC 3339> added to the query and expects a JSON array of the same
-// objects. Without it, AppliedSince yields [ledger.ErrListUnsupported].
+// objects. Without it, AppliedSince yields [reconcile.ErrListUnsupported].
 package httpprovider
 
 import (
@@ -27,7 +27,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idem/reconcile/ledger"
+	"github.com/idemkit/idem/reconcile"
 )
 
 // Placeholder is the part of the URL template replaced by the key.
@@ -56,7 +56,7 @@ type Provider struct {
 	inQuery bool
 }
 
-var _ ledger.Provider = (*Provider)(nil)
+var _ reconcile.Provider = (*Provider)(nil)
 
 // New validates cfg and returns the provider.
 func New(cfg Config) (*Provider, error) {
@@ -101,49 +101,49 @@ type entry struct {
 	AppliedAt string `json:"applied_at"`
 }
 
-// Lookup implements [ledger.Provider].
-func (p *Provider) Lookup(ctx context.Context, key string) (ledger.Applied, error) {
+// Lookup implements [reconcile.Provider].
+func (p *Provider) Lookup(ctx context.Context, key string) (reconcile.Applied, error) {
 	body, status, err := p.get(ctx, p.URL(key), p.cfg.MaxBody)
 	if err != nil {
-		return ledger.Applied{}, err
+		return reconcile.Applied{}, err
 	}
 	switch status {
 	case http.StatusOK:
 	case http.StatusNotFound:
-		return ledger.Applied{}, ledger.ErrNotApplied
+		return reconcile.Applied{}, reconcile.ErrNotApplied
 	default:
-		return ledger.Applied{}, fmt.Errorf("httpprovider: lookup answered %d", status)
+		return reconcile.Applied{}, fmt.Errorf("httpprovider: lookup answered %d", status)
 	}
 	return decodeLookup(body, key)
 }
 
 // decodeLookup reads a lookup answer for key: one JSON entry, for that key.
-func decodeLookup(body []byte, key string) (ledger.Applied, error) {
+func decodeLookup(body []byte, key string) (reconcile.Applied, error) {
 	var e entry
 	if err := json.Unmarshal(body, &e); err != nil {
-		return ledger.Applied{}, fmt.Errorf("httpprovider: lookup answer: %w", err)
+		return reconcile.Applied{}, fmt.Errorf("httpprovider: lookup answer: %w", err)
 	}
 	a, err := e.applied()
 	if err != nil {
-		return ledger.Applied{}, err
+		return reconcile.Applied{}, err
 	}
 	if a.Key != key {
-		return ledger.Applied{}, fmt.Errorf("httpprovider: asked for key %q, answered for %q", key, a.Key)
+		return reconcile.Applied{}, fmt.Errorf("httpprovider: asked for key %q, answered for %q", key, a.Key)
 	}
 	a.Result = body
 	return a, nil
 }
 
-// AppliedSince implements [ledger.Provider].
-func (p *Provider) AppliedSince(ctx context.Context, since time.Time) iter.Seq2[ledger.Applied, error] {
-	return func(yield func(ledger.Applied, error) bool) {
+// AppliedSince implements [reconcile.Provider].
+func (p *Provider) AppliedSince(ctx context.Context, since time.Time) iter.Seq2[reconcile.Applied, error] {
+	return func(yield func(reconcile.Applied, error) bool) {
 		if p.cfg.ListURL == "" {
-			yield(ledger.Applied{}, ledger.ErrListUnsupported)
+			yield(reconcile.Applied{}, reconcile.ErrListUnsupported)
 			return
 		}
 		entries, err := p.list(ctx, since)
 		if err != nil {
-			yield(ledger.Applied{}, err)
+			yield(reconcile.Applied{}, err)
 			return
 		}
 		for _, e := range entries {
@@ -198,14 +198,14 @@ func (p *Provider) get(ctx context.Context, u string, limit int64) ([]byte, int,
 	return body, resp.StatusCode, nil
 }
 
-func (e entry) applied() (ledger.Applied, error) {
-	a := ledger.Applied{Key: e.Key, Scope: e.Scope, Currency: strings.ToUpper(e.Currency)}
+func (e entry) applied() (reconcile.Applied, error) {
+	a := reconcile.Applied{Key: e.Key, Scope: e.Scope, Currency: strings.ToUpper(e.Currency)}
 	if e.Key == "" || e.Amount == nil || e.Currency == "" {
 		return a, errors.New("httpprovider: answer lacks key, amount or currency")
 	}
 	a.Amount = *e.Amount
 	var err error
-	if a.Status, err = ledger.ParseStatus(strings.ToLower(e.Status)); err != nil {
+	if a.Status, err = reconcile.ParseStatus(strings.ToLower(e.Status)); err != nil {
 		return a, err
 	}
 	if a.AppliedAt, err = time.Parse(time.RFC3339Nano, e.AppliedAt); err != nil {

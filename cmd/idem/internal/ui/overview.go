@@ -49,7 +49,7 @@ func countStates(ctx context.Context, st idem.Store, now time.Time) ([]stateCoun
 			recs = recs[:limit]
 		}
 		for i := range recs {
-			counts[effectiveState(&recs[i], now)].N++
+			counts[recs[i].EffectiveState(now)].N++
 		}
 	}
 	out := make([]stateCount, 0, 4)
@@ -80,7 +80,7 @@ func storeChart(ctx context.Context, st idem.Store, now time.Time) (*chart, erro
 	for i := range recs {
 		b := int(recs[i].CreatedAt.Sub(start) / time.Hour)
 		if b >= 0 && b < buckets {
-			vals[effectiveState(&recs[i], now)][b]++
+			vals[recs[i].EffectiveState(now)][b]++
 		}
 	}
 	for i := 0; i < buckets; i++ {

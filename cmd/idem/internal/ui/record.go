@@ -31,7 +31,7 @@ func history(r *idem.Record, audit []AuditEntry, now time.Time) []event {
 	ev = append(ev, event{At: r.CreatedAt, What: claim})
 	if r.State == idem.StateInProgress {
 		what := "lease runs until"
-		if r.LeaseExpired(now) {
+		if r.EffectiveState(now) == idem.StateUnknown {
 			what = "lease expired: no outcome was recorded, so every reader treats the record as unknown"
 		}
 		ev = append(ev, event{At: r.LeaseUntil, What: what})

@@ -34,13 +34,6 @@ type row struct {
 	Link       string
 }
 
-func effectiveState(r *idem.Record, now time.Time) idem.State {
-	if r.LeaseExpired(now) {
-		return idem.StateUnknown
-	}
-	return r.State
-}
-
 // version names a record as loaded: it changes whenever anything a
 // decision rests on changes — a resolution or re-claim (fence, attempt),
 // an outcome arriving late (state), or the record being released and
@@ -48,12 +41,12 @@ func effectiveState(r *idem.Record, now time.Time) idem.State {
 // to 1. The fence alone would miss that last one.
 func version(r *idem.Record, now time.Time) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%d\x00%s\x00%s\x00%d", r.Fence, r.AttemptID, effectiveState(r, now), r.CreatedAt.UnixMicro())
+	fmt.Fprintf(h, "%d\x00%s\x00%s\x00%d", r.Fence, r.AttemptID, r.EffectiveState(now), r.CreatedAt.UnixMicro())
 	return hex.EncodeToString(h.Sum(nil)[:12])
 }
 
 func toRow(r *idem.Record, now time.Time) row {
-	w := row{Scope: r.Scope, Key: r.Key, State: string(effectiveState(r, now)), Stored: string(r.State),
+	w := row{Scope: r.Scope, Key: r.Key, State: string(r.EffectiveState(now)), Stored: string(r.State),
 		Fence: r.Fence, Attempt: r.AttemptID, Created: r.CreatedAt, Age: now.Sub(r.CreatedAt),
 		Method: "-", Path: "-", Operation: "-", Amount: "-", Attempts: r.Fence, Version: version(r, now),
 		Link: recordLink(r.Scope, r.Key)}

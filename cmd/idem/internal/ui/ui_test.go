@@ -378,7 +378,7 @@ func TestUnknownPaging(t *testing.T) {
 	}
 	var order []string
 	for i := range all {
-		if effectiveState(&all[i], time.Now()) == idem.StateUnknown {
+		if all[i].EffectiveState(time.Now()) == idem.StateUnknown {
 			order = append(order, all[i].Key)
 		}
 	}

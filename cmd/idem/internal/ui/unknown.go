@@ -94,7 +94,7 @@ func listUnknown(ctx context.Context, st idem.Store, f UnknownFilter, pageSize i
 		}
 		page.Scanned++
 		prev = &idem.Cursor{CreatedAt: r.CreatedAt, Scope: r.Scope, Key: r.Key}
-		if effectiveState(r, now) == idem.StateUnknown && matchOperation(r, f.Operation) {
+		if r.EffectiveState(now) == idem.StateUnknown && matchOperation(r, f.Operation) {
 			page.Records = append(page.Records, toRow(r, now))
 		}
 	}

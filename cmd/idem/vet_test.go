@@ -1,7 +1,6 @@
-package idemvet_test
+package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,27 +10,26 @@ import (
 	"github.com/idemkit/idem/idemvet"
 )
 
-var fixture = func() string {
+var vetFixture = func() string {
 	wd, err := os.Getwd()
 	if err != nil {
 		panic(err)
 	}
-	return filepath.Join(wd, "testdata", "mod")
+	return filepath.Join(wd, "..", "..", "idemvet", "testdata", "mod")
 }()
 
-// vet runs Main in the fixture module.
+// vet runs idem vet in idemvet's fixture module.
 func vet(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	t.Setenv("GOWORK", "off")
-	t.Chdir(fixture)
-	var out, errb bytes.Buffer
-	code = idemvet.Main(args, &out, &errb)
-	return code, out.String(), errb.String()
+	t.Chdir(vetFixture)
+	o, e, code := runCLI(append([]string{"vet"}, args...)...)
+	return code, o, e
 }
 
-func TestMainFindings(t *testing.T) {
+func TestVetFindings(t *testing.T) {
 	code, out, errs := vet(t, "./...")
-	if code != idemvet.ExitFindings {
+	if code != exitFindings {
 		t.Fatalf("exit %d, want 3; stdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
 	if !strings.Contains(out, filepath.Join("pay", "pay.go")+":12:") || !strings.Contains(out, "keyentropy: the Idempotency-Key header is built from math/rand.Int()") {
@@ -47,9 +45,9 @@ func TestMainFindings(t *testing.T) {
 	}
 }
 
-func TestMainTestsFlag(t *testing.T) {
-	code, out, _ := vet(t, "-tests", "-json", "./pay")
-	if code != idemvet.ExitFindings {
+func TestVetTestsFlag(t *testing.T) {
+	code, out, _ := vet(t, "--tests", "--json", "./pay")
+	if code != exitFindings {
 		t.Fatalf("exit %d, want 3", code)
 	}
 	var rep idemvet.Report
@@ -68,41 +66,32 @@ func TestMainTestsFlag(t *testing.T) {
 	}
 }
 
-func TestMainClean(t *testing.T) {
-	if code, out, errs := vet(t, "./clean"); code != idemvet.ExitOK || out != "" {
+func TestVetClean(t *testing.T) {
+	if code, out, errs := vet(t, "./clean"); code != exitOK || out != "" {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 0 and nothing", code, out, errs)
 	}
 }
 
-func TestMainOnly(t *testing.T) {
-	if code, out, _ := vet(t, "-only", "nounique,retention", "./..."); code != idemvet.ExitOK {
+func TestVetOnly(t *testing.T) {
+	if code, out, _ := vet(t, "-only", "nounique,retention", "./..."); code != exitOK {
 		t.Errorf("exit %d with keyentropy not run:\n%s", code, out)
 	}
 }
 
-func TestMainUsage(t *testing.T) {
+func TestVetUsage(t *testing.T) {
 	for _, args := range [][]string{{"-nosuchflag"}, {"-only", "nosuch"}} {
-		if code, _, _ := vet(t, args...); code != idemvet.ExitUsage {
+		if code, _, _ := vet(t, args...); code != exitUsage {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
 	}
-	if code, out, _ := vet(t, "-h"); code != idemvet.ExitOK || !strings.Contains(out, "keyentropy") {
+	if code, out, _ := vet(t, "-h"); code != exitOK || !strings.Contains(out, "keyentropy") {
 		t.Errorf("-h: exit %d, stdout %q", code, out)
 	}
 }
 
-func TestMainCannotRun(t *testing.T) {
+func TestVetCannotRun(t *testing.T) {
 	code, _, errs := vet(t, "./nosuchdir/...")
-	if code != idemvet.ExitFailure || errs == "" {
+	if code != exitFailure || errs == "" {
 		t.Errorf("exit %d, stderr %q; want 1 and a reason", code, errs)
-	}
-}
-
-// Every analyzer documents its danger and its fix.
-func TestAnalyzersDocumented(t *testing.T) {
-	for _, a := range idemvet.Analyzers() {
-		if !strings.Contains(a.Doc, "\n\n") || !strings.Contains(a.Doc, "Fix") && a.Name != "ignoredirective" {
-			t.Errorf("%s: Doc has no explanation or no fix:\n%s", a.Name, a.Doc)
-		}
 	}
 }

@@ -1,11 +1,8 @@
 package idemvet
 
 import (
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,14 +13,6 @@ import (
 	"golang.org/x/tools/go/packages"
 
 	"github.com/idemkit/idem/idemvet/internal/vetutil"
-)
-
-// Exit codes of [Main].
-const (
-	ExitOK       = 0 // no findings
-	ExitFailure  = 1 // the packages could not be loaded or analysed
-	ExitUsage    = 2 // bad flags
-	ExitFindings = 3 // findings were reported
 )
 
 // Finding is one diagnostic, as [Run] returns it.
@@ -191,85 +180,4 @@ func split(p string) (string, int, int) {
 	fmt.Sscan(p[j+1:i], &line)
 	fmt.Sscan(p[i+1:], &col)
 	return p[:j], line, col
-}
-
-// Main is `idem vet [-json] [-tests=false] [-only a,b] [packages]`: it runs
-// the analyzers over the packages (default ./...) and prints findings and
-// what //idem:ignore directives silenced. It returns [ExitOK] when nothing
-// was found, [ExitFindings] when something was, [ExitUsage] on bad flags
-// and [ExitFailure] when the packages could not be analysed.
-func Main(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("idem vet", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // a bad flag is reported in one line, below
-	jsonOut := fs.Bool("json", false, "print the report as JSON")
-	tests := fs.Bool("tests", false, "also report findings in _test.go files (tests build failures on purpose)")
-	only := fs.String("only", "", "comma-separated analyzers to run (default all)")
-	quiet := fs.Bool("q", false, "do not list silenced findings")
-	usage := func(w io.Writer) {
-		fmt.Fprintf(w, "usage: idem vet [--json] [--tests] [--only A,B] [-q] [packages]\n\nFind the red flags of idempotency in Go code, SQL migrations and Prometheus\nrules: exit 0 none, 3 findings, 1 could not run, 2 usage.\n\nflags:\n")
-		fs.VisitAll(func(fl *flag.Flag) {
-			name, help := flag.UnquoteUsage(fl)
-			line := "  --" + fl.Name
-			if name != "" {
-				line += " " + name
-			}
-			fmt.Fprintf(w, "%s\n    \t%s\n", line, help)
-		})
-		fmt.Fprintf(w, "\nanalyzers:\n")
-		for _, a := range Analyzers() {
-			fmt.Fprintf(w, "  %-16s %s\n", a.Name, strings.SplitN(a.Doc, "\n", 2)[0])
-		}
-		fmt.Fprintf(w, "\nSilence a finding with //idem:ignore ANALYZER REASON on its line or the line before.\n\nexample:\n  idem vet ./...\n")
-	}
-	fs.Usage = func() {} // printed below, to the right stream
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			usage(stdout)
-			return ExitOK
-		}
-		fmt.Fprintf(stderr, "idem vet: %s\nRun 'idem vet --help' for usage.\n", strings.Replace(err.Error(), ": -", ": --", 1))
-		return ExitUsage
-	}
-	opts := Options{Tests: *tests}
-	if *only != "" {
-		byName := map[string]*analysis.Analyzer{}
-		for _, a := range Analyzers() {
-			byName[a.Name] = a
-		}
-		for _, n := range strings.Split(*only, ",") {
-			a, ok := byName[strings.TrimSpace(n)]
-			if !ok {
-				fmt.Fprintf(stderr, "idem vet: --only: no analyzer %q\nRun 'idem vet --help' for usage.\n", n)
-				return ExitUsage
-			}
-			opts.Analyzers = append(opts.Analyzers, a)
-		}
-	}
-	rep, err := Run(opts, fs.Args()...)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return ExitFailure
-	}
-	if *jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintln(stderr, "idem vet:", err)
-			return ExitFailure
-		}
-	} else {
-		for _, f := range rep.Findings {
-			fmt.Fprintf(stdout, "%s: %s: %s\n", f.Posn, f.Analyzer, f.Message)
-		}
-		if len(rep.Silenced) > 0 && !*quiet {
-			fmt.Fprintf(stdout, "silenced by //idem:ignore (%d):\n", len(rep.Silenced))
-			for _, s := range rep.Silenced {
-				fmt.Fprintf(stdout, "  %s: %s: %s\n", s.Posn, s.Analyzer, s.Reason)
-			}
-		}
-	}
-	if len(rep.Findings) > 0 {
-		return ExitFindings
-	}
-	return ExitOK
 }
