@@ -85,7 +85,13 @@ func NewMariaDBServers(t testing.TB) *MariaDBServers {
 			t.Fatal(err)
 		}
 	}
-	args := []string{"--no-defaults", "--datadir=" + m.tmpl, "--auth-root-authentication-method=normal",
+	// Each server has a temporary directory of its own: in a shared /tmp,
+	// concurrent installs were seen to lose each other's temporary tables.
+	tmp := filepath.Join(root, "tmp-template")
+	if err := m.mkdir(tmp); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--no-defaults", "--datadir=" + m.tmpl, "--tmpdir=" + tmp, "--auth-root-authentication-method=normal",
 		"--skip-test-db", "--skip-name-resolve", "--innodb-log-file-size=4M"}
 	if m.runAs != "" {
 		args = append(args, "--user="+m.runAs)
@@ -95,15 +101,21 @@ func NewMariaDBServers(t testing.TB) *MariaDBServers {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
 	}
 	// A database is a directory: every copy has "test" from the start.
-	if err := os.Mkdir(filepath.Join(m.tmpl, "test"), 0o700); err != nil {
+	if err := m.mkdir(filepath.Join(m.tmpl, "test")); err != nil {
 		t.Fatal(err)
 	}
-	if m.uid >= 0 {
-		if err := os.Chown(filepath.Join(m.tmpl, "test"), m.uid, m.gid); err != nil {
-			t.Fatal(err)
-		}
-	}
 	return m
+}
+
+// mkdir makes a directory the servers' user owns.
+func (m *MariaDBServers) mkdir(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return err
+	}
+	if m.uid >= 0 {
+		return os.Chown(dir, m.uid, m.gid)
+	}
+	return nil
 }
 
 // lookBin finds name on PATH, or at the first of paths that exists.
@@ -132,7 +144,11 @@ func (m *MariaDBServers) Start(name string, port int, args ...string) *MariaDBSe
 	}
 	s := &MariaDBServer{Name: name, Port: port, Dir: dir, log: filepath.Join(m.root, name+".err"),
 		DSN: fmt.Sprintf("root@tcp(127.0.0.1:%d)/test", port)}
-	full := []string{"--no-defaults", "--datadir=" + dir, "--port=" + strconv.Itoa(port),
+	tmp := filepath.Join(m.root, "tmp-"+name)
+	if err := m.mkdir(tmp); err != nil {
+		m.t.Fatal(err)
+	}
+	full := []string{"--no-defaults", "--datadir=" + dir, "--tmpdir=" + tmp, "--port=" + strconv.Itoa(port),
 		"--bind-address=127.0.0.1", "--socket=" + filepath.Join(m.root, name+".sock"),
 		"--pid-file=" + filepath.Join(m.root, name+".pid"), "--log-error=" + s.log,
 		"--skip-name-resolve", "--innodb-log-file-size=4M", "--innodb-buffer-pool-size=32M",
