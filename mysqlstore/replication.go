@@ -520,7 +520,7 @@ func judgeReplication(f replFacts) idem.Replication {
 				"the store's sessions do not write the binary log: no replica receives a claim, and a failover loses every one",
 				"remove sql_log_bin=0 from the DSN or init_connect")
 		}
-		enableFix := fmt.Sprintf("semi-synchronous replication: on the primary SET GLOBAL %s = ON, %s = AFTER_SYNC, %s = a timeout longer than a failover takes (see docs/replication.md); on each replica SET GLOBAL %s = ON; %s. Or run a Galera cluster",
+		enableFix := fmt.Sprintf("semi-synchronous replication: on the primary SET GLOBAL %s = ON, %s = AFTER_SYNC, and %s (milliseconds) longer than a failover takes (see docs/replication.md); on each replica SET GLOBAL %s = ON; %s. Or run a Galera cluster",
 			semi.enabledVar, semi.waitPointVar, semi.timeoutVar, semi.replicaVar, semi.ioRestart)
 		if !semi.loaded && product == "MySQL" {
 			enableFix = "INSTALL PLUGIN rpl_semi_sync_source SONAME 'semisync_source.so' (and rpl_semi_sync_replica on the replicas), then " + enableFix
@@ -553,8 +553,8 @@ func judgeReplication(f replFacts) idem.Replication {
 		default:
 			topo = append(topo, fmt.Sprintf("%s, semi-synchronous AFTER_SYNC (%d acknowledging, %s %s ms)", t, semi.clients, semi.timeoutVar, timeout))
 			warn(semi.timeoutVar, timeout,
-				"a commit that waits this many milliseconds without a replica's acknowledgement is committed and acknowledged anyway, and the primary goes on asynchronously ("+semi.statusVar+" = OFF) until a replica catches up: a failover in that time loses the claims acknowledged in it",
-				"a timeout longer than any failover decision, so that a primary without its replica stops acknowledging claims (idem answers 503) instead of going on alone; watch "+semi.statusVar+" (idem doctor refuses it OFF)")
+				"a commit that waits this many milliseconds without a replica's acknowledgement is committed and acknowledged anyway, and the primary goes on asynchronously ("+semi.statusVar+" = OFF) until a replica catches up: a failover before then loses the claims acknowledged meanwhile",
+				"a timeout longer than any failover decision, so that a primary without its replica stops acknowledging claims (idem answers 503) instead of going on alone; watch "+semi.statusVar+" (idem refuses it OFF at start and in idem doctor)")
 			if isOff(semi.noRepl) {
 				warn(semi.noReplicaVar, semi.noRepl,
 					"when no semi-synchronous replica is connected the primary does not wait at all: commits are asynchronous at once",

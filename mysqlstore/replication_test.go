@@ -20,11 +20,12 @@ import (
 const (
 	portPrimary   = 13300
 	portReplica   = 13301
-	portGalera1   = 13310
-	portGalera2   = 13311
+	portGalera1   = 13310 // and 13311
+	portGaleraF   = 13312 // and 13313: the Galera failover test
 	portFailoverP = 13320
 	portFailoverR = 13321
 	portGcomm     = 14560 // three ports a node: gcomm, IST, SST
+	portGcommF    = 14566 // the Galera failover test's
 )
 
 // TestCheckReplicationStandalone: the shared test server (standalone, no
@@ -318,28 +319,46 @@ func TestCheckReplicationPrimaryAndReplica(t *testing.T) {
 	wantFindings(t, "semi-sync back ON", rep, got, "warning rpl_semi_sync_master_timeout")
 }
 
-// galeraNode starts one node of a two-node Galera cluster on loopback;
-// i is 0 (bootstraps the cluster) or 1.
-func galeraNode(t *testing.T, srv *testenv.MariaDBServers, provider string, i int) *testenv.MariaDBServer {
+// galeraNode starts node i (0 bootstraps the cluster) of a two-node
+// Galera cluster on loopback: its client port is port+i, its group
+// communication, IST and SST ports gcomm+3i, +1, +2. opts are added to
+// wsrep_provider_options.
+func galeraNode(t *testing.T, srv *testenv.MariaDBServers, provider string, port, gcomm, i int, opts ...string) *testenv.MariaDBServer {
 	t.Helper()
-	gcomm := func(n int) int { return portGcomm + 3*n }
+	g := func(n int) int { return gcomm + 3*n }
+	popts := append([]string{
+		fmt.Sprintf("gmcast.listen_addr=tcp://127.0.0.1:%d", g(i)), fmt.Sprintf("ist.recv_addr=127.0.0.1:%d", g(i)+1),
+		// A small gcache; failure detection in about two seconds, not
+		// fifteen.
+		"gcache.size=16M", "evs.keepalive_period=PT0.2S", "evs.suspect_timeout=PT1S", "evs.inactive_check_period=PT0.5S",
+		"evs.inactive_timeout=PT2S", "evs.install_timeout=PT2S",
+	}, opts...)
 	args := []string{
 		"--wsrep-on=ON", "--wsrep-provider=" + provider, "--binlog-format=ROW", "--innodb-autoinc-lock-mode=2",
 		"--wsrep-cluster-name=idemtest", "--wsrep-sst-method=rsync",
-		fmt.Sprintf("--wsrep-cluster-address=gcomm://127.0.0.1:%d,127.0.0.1:%d", gcomm(0), gcomm(1)),
-		fmt.Sprintf("--wsrep-node-address=127.0.0.1:%d", gcomm(i)),
-		fmt.Sprintf("--wsrep-node-incoming-address=127.0.0.1:%d", portGalera1+i),
-		fmt.Sprintf("--wsrep-sst-receive-address=127.0.0.1:%d", gcomm(i)+2),
-		// Small gcache; failure detection in about two seconds, not
-		// fifteen.
-		fmt.Sprintf("--wsrep-provider-options=gmcast.listen_addr=tcp://127.0.0.1:%d;ist.recv_addr=127.0.0.1:%d;gcache.size=16M;"+
-			"evs.keepalive_period=PT0.2S;evs.suspect_timeout=PT1S;evs.inactive_check_period=PT0.5S;evs.inactive_timeout=PT2S;evs.install_timeout=PT2S",
-			gcomm(i), gcomm(i)+1),
+		fmt.Sprintf("--wsrep-cluster-address=gcomm://127.0.0.1:%d,127.0.0.1:%d", g(0), g(1)),
+		fmt.Sprintf("--wsrep-node-address=127.0.0.1:%d", g(i)),
+		fmt.Sprintf("--wsrep-node-incoming-address=127.0.0.1:%d", port+i),
+		fmt.Sprintf("--wsrep-sst-receive-address=127.0.0.1:%d", g(i)+2),
+		"--wsrep-provider-options=" + strings.Join(popts, ";"),
 	}
 	if i == 0 {
 		args = append(args, "--wsrep-new-cluster")
 	}
-	return srv.Start(fmt.Sprintf("galera%d", i+1), portGalera1+i, args...)
+	return srv.Start(fmt.Sprintf("galera%d", i+1), port+i, args...)
+}
+
+// waitSynced waits until every node is Synced in a cluster of them all.
+func waitSynced(t *testing.T, nodes ...*testenv.MariaDBServer) {
+	t.Helper()
+	size := fmt.Sprint(len(nodes))
+	for _, n := range nodes {
+		db := admin(t, n.DSN)
+		waitUntil(t, 30*time.Second, n.Name+" is Synced in a cluster of "+size, func() bool {
+			return tryVariable(db, "SHOW GLOBAL STATUS", "wsrep_local_state_comment") == "Synced" &&
+				tryVariable(db, "SHOW GLOBAL STATUS", "wsrep_cluster_size") == size
+		})
+	}
 }
 
 // TestCheckReplicationGalera, on a two-node Galera cluster the test
@@ -352,15 +371,10 @@ func TestCheckReplicationGalera(t *testing.T) {
 	provider := testenv.GaleraProvider(t)
 	srv := testenv.NewMariaDBServers(t)
 	start := time.Now()
-	n1 := galeraNode(t, srv, provider, 0)
-	n2 := galeraNode(t, srv, provider, 1)
-	db1, db2 := admin(t, n1.DSN), admin(t, n2.DSN)
-	for _, db := range []*sql.DB{db1, db2} {
-		waitUntil(t, 30*time.Second, "the node is Synced in a cluster of 2", func() bool {
-			return tryVariable(db, "SHOW GLOBAL STATUS", "wsrep_local_state_comment") == "Synced" &&
-				tryVariable(db, "SHOW GLOBAL STATUS", "wsrep_cluster_size") == "2"
-		})
-	}
+	n1 := galeraNode(t, srv, provider, portGalera1, portGcomm, 0)
+	n2 := galeraNode(t, srv, provider, portGalera1, portGcomm, 1)
+	waitSynced(t, n1, n2)
+	db1 := admin(t, n1.DSN)
 	t.Logf("two Galera nodes Synced in %s", time.Since(start).Round(time.Millisecond))
 
 	st := openStore(t, n1.DSN, true)

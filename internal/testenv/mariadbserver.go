@@ -212,6 +212,14 @@ func (s *MariaDBServer) Kill() {
 	<-s.done
 }
 
+// Stall stops the server and the processes it started with SIGSTOP, as
+// a node that hangs: its connections stay open and nothing answers until
+// Resume.
+func (s *MariaDBServer) Stall() { _ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGSTOP) }
+
+// Resume continues a stalled server (SIGCONT).
+func (s *MariaDBServer) Resume() { _ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGCONT) }
+
 // Log returns the end of the server's error log.
 func (s *MariaDBServer) Log() string {
 	b, _ := os.ReadFile(s.log)
