@@ -399,9 +399,11 @@ func TestCheckReplicationGalera(t *testing.T) {
 	wantFindings(t, "Galera, session wsrep_on=OFF", rep, got, "refuse wsrep_on (session)")
 
 	n2.Kill()
+	killed := time.Now()
 	waitUntil(t, 20*time.Second, "node 1 loses quorum", func() bool {
 		return tryVariable(db1, "SHOW GLOBAL STATUS", "wsrep_cluster_status") == "non-Primary"
 	})
+	t.Logf("node 1 non-Primary %s after node 2 was killed", time.Since(killed).Round(time.Millisecond))
 	rep, got = checkReplication(t, st)
 	wantFindings(t, "Galera node without quorum", rep, got, "refuse wsrep_cluster_status")
 	if _, err := idem.New(st, idem.Config{}); !errors.Is(err, idem.ErrUnsafeReplication) {
