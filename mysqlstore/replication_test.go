@@ -242,6 +242,9 @@ func TestCheckReplicationPrimaryAndReplica(t *testing.T) {
 	if _, err := idem.New(st, idem.Config{}); err != nil {
 		t.Fatalf("idem.New on semi-sync AFTER_SYNC: %v", err)
 	}
+	// Sessions that skip the binary log replicate nothing.
+	rep, got = checkReplication(t, openStore(t, withParam(rp.primary.DSN, "sql_log_bin=0"), false))
+	wantFindings(t, "semi-sync, sql_log_bin=0", rep, got, "refuse sql_log_bin (session)", "warning rpl_semi_sync_master_timeout")
 
 	// AFTER_COMMIT: refused. Why: with the replica stalled, a claim
 	// whose answer is lost (its context ends, the driver drops the
