@@ -87,6 +87,9 @@ type replSource struct {
 	name     string // channel name, "" for the default one
 	host     string // the source's host:port
 	io, sqlT string // Slave_IO_Running, Slave_SQL_Running: Yes, No, Connecting
+	// counted is set for a channel known only from the Slaves_running
+	// status counter (SHOW REPLICA STATUS not readable): how many run.
+	counted int
 }
 
 func (r replSource) running() bool {
@@ -177,7 +180,7 @@ func (s *Store) readReplication(ctx context.Context) (replFacts, error) {
 		// SLAVE MONITOR is missing; Slaves_running still counts the
 		// channels that run, which is what refuses a replica.
 		if n := atoi(f.status["slaves_running"]); n > 0 {
-			f.sources = append(f.sources, replSource{name: "Slaves_running=" + strconv.Itoa(n), io: "Yes", sqlT: "Yes"})
+			f.sources = append(f.sources, replSource{counted: n, io: "Yes", sqlT: "Yes"})
 		}
 	case unreadable(err):
 		f.unreadable = append(f.unreadable, idem.Finding{
@@ -450,15 +453,19 @@ func judgeReplication(f replFacts) idem.Replication {
 		if src.name != "" {
 			ch = " (channel " + src.name + ")"
 		}
-		state := fmt.Sprintf("IO %s, SQL %s", orDash(src.io), orDash(src.sqlT))
+		value := "replicating from " + from + ch + fmt.Sprintf(", IO %s, SQL %s", orDash(src.io), orDash(src.sqlT))
+		if src.counted > 0 {
+			from = "a source"
+			value = fmt.Sprintf("Slaves_running = %d (SHOW REPLICA STATUS not readable)", src.counted)
+		}
 		if src.running() {
 			topo = append(topo, "replica of "+from+ch)
-			refuse("SHOW REPLICA STATUS", "replicating from "+from+ch+", "+state,
+			refuse("SHOW REPLICA STATUS", value,
 				"this server is a replica: a claim written here is not on its primary, which can decide the same key again, and rows replicated from the primary can overwrite it",
 				"point idem at the primary; a promoted replica stops replicating first (STOP REPLICA; RESET REPLICA ALL; SET GLOBAL read_only = OFF)")
 			continue
 		}
-		warn("SHOW REPLICA STATUS", "stopped replication from "+from+ch+", "+state,
+		warn("SHOW REPLICA STATUS", "stopped "+value,
 			"a replication channel is configured though stopped: START REPLICA would make this server a replica again, applying its old primary's writes over the claims made here",
 			"on a promoted replica, RESET REPLICA ALL")
 	}

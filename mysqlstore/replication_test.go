@@ -217,6 +217,17 @@ func TestCheckReplicationPrimaryAndReplica(t *testing.T) {
 		t.Fatalf("idem.New with AllowAsyncReplication: %v", err)
 	}
 
+	// An application user with no privilege beyond its database sees the
+	// same: MariaDB's status counters need none. (Created on the
+	// primary, it replicates.)
+	execAll(t, rp.p, "CREATE USER 'app'@'127.0.0.1'", "GRANT ALL ON test.* TO 'app'@'127.0.0.1'")
+	appDSN := func(dsn string) string { return "app" + strings.TrimPrefix(dsn, "root") }
+	rep, got = checkReplication(t, openStore(t, appDSN(rp.primary.DSN), false))
+	wantFindings(t, "asynchronous replica, unprivileged user", rep, got, "refuse rpl_semi_sync_master_enabled")
+	if rep.Topology != "primary with 1 replica, asynchronous" { // SHOW SLAVE HOSTS, which names it, was denied
+		t.Fatalf("unprivileged user's topology: %q", rep.Topology)
+	}
+
 	// The replica itself: read-only, and replicating.
 	waitUntil(t, 10*time.Second, "the records table reaches the replica", func() bool {
 		var n int
@@ -230,6 +241,15 @@ func TestCheckReplicationPrimaryAndReplica(t *testing.T) {
 	}
 	if _, err := idem.New(onReplica, idem.Config{}); !errors.Is(err, idem.ErrUnsafeReplication) {
 		t.Fatalf("idem.New on the replica = %v, want ErrUnsafeReplication", err)
+	}
+	waitUntil(t, 10*time.Second, "the application user reaches the replica", func() bool {
+		var n int
+		return rp.r.QueryRow("SELECT COUNT(*) FROM mysql.db WHERE User = 'app'").Scan(&n) == nil && n == 1
+	})
+	rep, got = checkReplication(t, openStore(t, appDSN(rp.replica.DSN), false))
+	wantFindings(t, "the replica, unprivileged user", rep, got, "refuse read_only", "refuse SHOW REPLICA STATUS")
+	if rep.Findings[1].Value != "Slaves_running = 1 (SHOW REPLICA STATUS not readable)" { // SHOW ALL SLAVES STATUS was denied
+		t.Fatalf("unprivileged user on the replica: %s", rep.Findings[1])
 	}
 
 	// Semi-synchronous, AFTER_SYNC: safe, with the timeout warning.
