@@ -106,6 +106,19 @@
 // and its record commit together; its documentation explains the locking
 // reads that make this correct under REPEATABLE READ.
 //
+// # Replication
+//
+// A claim survives a failover only if the promoted server had it when the
+// old primary acknowledged it. [Store.CheckReplication], which idem.New
+// calls at start, refuses asynchronous replicas, semi-synchronous
+// replication that fell back to asynchronous, waits AFTER_COMMIT, or has
+// no acknowledging replica, a Galera node outside the Primary component,
+// sessions that do not replicate (sql_log_bin=0, wsrep_on=0), and a
+// replica or read-only server; semi-synchronous AFTER_SYNC is safe with a
+// warning about its timeout, and a Synced Galera node of the Primary
+// component and a standalone server are safe. See
+// docs/replication.md for what each topology keeps, measured.
+//
 // # Errors
 //
 // Fenced and missing records match [idem.ErrFenced] and [idem.ErrNotFound];

@@ -16,6 +16,14 @@ import (
 // MySQL/MariaDB DSN: mysql://user[:pass]@host[:port]/db[?table=idem_records&param=value…]
 // The table parameter names the records table (default idem_records); other
 // parameters go to go-sql-driver/mysql.
+//
+// The store it opens is an idem.ReplicationChecker (mysqlstore's
+// CheckReplication): the engine refuses a replica or read-only server,
+// asynchronous replicas, semi-synchronous replication that fell back or
+// waits AFTER_COMMIT, and a Galera node outside the Primary component,
+// unless told to allow asynchronous replication. Parameters that change
+// what the store's sessions replicate (sql_log_bin=0, wsrep_on=0) are
+// refused by the same check.
 
 // checkMySQL validates the DSN's shape and its table parameter (as
 // mysqlstore validates it), without contacting the server.
