@@ -222,7 +222,9 @@ func (o *reconcileOpts) provider() (reconcile.Provider, error) {
 func (o *reconcileOpts) run(ctx context.Context, f *flags, st idem.Store, keys *idem.Keyring, prov reconcile.Provider) int {
 	stderr := f.e.stderr
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	eng, err := idem.New(st, idem.Config{TTL: *o.ttl, Logger: log, Encryption: keys})
+	// Deciding records is what an operator does after a failover: the
+	// engine logs an unsafe replication setup, but does not refuse it.
+	eng, err := idem.New(st, idem.Config{TTL: *o.ttl, Logger: log, Encryption: keys, AllowAsyncReplication: true})
 	if err != nil {
 		return f.fail(err)
 	}

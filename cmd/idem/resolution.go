@@ -58,7 +58,7 @@ func decide(ctx context.Context, st idem.Store, log *slog.Logger, d operatorDeci
 	}
 	// An operator decides records on whatever store holds them; idem
 	// doctor, not resolve, judges whether the store can forget.
-	eng, err := idem.New(st, idem.Config{TTL: d.TTL, Logger: log, AllowVolatileStore: true, Encryption: d.Keys})
+	eng, err := idem.New(st, idem.Config{TTL: d.TTL, Logger: log, AllowVolatileStore: true, AllowAsyncReplication: true, Encryption: d.Keys})
 	if err != nil {
 		return nil, err
 	}
