@@ -180,8 +180,19 @@ func (s *Store) onRedirect(ctx context.Context, err error) {
 	}
 }
 
+// awaitDurable confirms the claim just made (or found as the caller's
+// own) on conn as Config.Wait asks. WAIT and WAITAOF count the writes of
+// the connection they run on up to its last command, and Redis sets that
+// mark on every command, reads included: after a SET NX GET that found
+// the caller's own record, WAIT covers that record's write too, whichever
+// connection made it.
 func (s *Store) awaitDurable(ctx context.Context, conn *redis.Conn) error {
 	w := s.wait
+	if w.Replicas == AllReplicas {
+		if err := awaitAllReplicas(ctx, conn, w); err != nil {
+			return err
+		}
+	}
 	if w.Replicas > 0 {
 		n, err := conn.Wait(ctx, w.Replicas, w.Timeout).Result()
 		if err != nil {
@@ -201,6 +212,51 @@ func (s *Store) awaitDurable(ctx context.Context, conn *redis.Conn) error {
 		}
 	}
 	return nil
+}
+
+// awaitAllReplicas waits until every replica that the claim's primary
+// counts as connected (ROLE, asked on conn just before) and at least
+// w.MinReplicas acknowledged the connection's writes. A replica that
+// connects during the wait is not waited for: it is receiving the
+// claim as part of its synchronisation. One that disconnects during the
+// wait makes it time out: closed, not open.
+func awaitAllReplicas(ctx context.Context, conn *redis.Conn, w *WaitConfig) error {
+	online, err := onlineReplicas(ctx, conn)
+	if err != nil {
+		return err
+	}
+	want := max(online, w.MinReplicas)
+	n, err := conn.Wait(ctx, want, w.Timeout).Result()
+	if err != nil {
+		return err
+	}
+	if n < int64(want) {
+		return fmt.Errorf("%w: WAIT %d (every connected replica: %d; min_replicas %d) acknowledged by %d within %s",
+			ErrNotDurable, want, online, w.MinReplicas, n, w.Timeout)
+	}
+	return nil
+}
+
+// doer sends one command: a client or a connection.
+type doer interface {
+	Do(ctx context.Context, args ...interface{}) *redis.Cmd
+}
+
+// onlineReplicas returns how many replicas the primary on c counts as
+// connected, as ROLE lists them (state online: the ones WAIT counts).
+func onlineReplicas(ctx context.Context, c doer) (int, error) {
+	v, err := c.Do(ctx, "role").Slice()
+	if err != nil {
+		return 0, fmt.Errorf("ROLE: %w", err)
+	}
+	if len(v) != 3 || v[0] != "master" {
+		return 0, fmt.Errorf("ROLE: the claim's server is not a primary (%.40v)", v)
+	}
+	replicas, ok := v[2].([]interface{})
+	if !ok {
+		return 0, fmt.Errorf("ROLE: unexpected replica list %T", v[2])
+	}
+	return len(replicas), nil
 }
 
 // Finish implements [idem.Store.Finish]: one script that rewrites the

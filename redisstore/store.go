@@ -45,6 +45,15 @@ type Config struct {
 	// Defaults to nil: Claim returns as soon as the primary applied it.
 	Wait *WaitConfig
 
+	// Sentinel, for a client made by redis.NewFailoverClient, is the
+	// options that client was made from: CheckReplication then also asks
+	// the Sentinels which replicas they would promote (those not
+	// connected to the primary now included) and how many Sentinels
+	// watch it. The store only reads it. Defaults to nil: a primary
+	// behind Sentinel is judged by what it reports itself (INFO
+	// replication), which does not see a replica that is away.
+	Sentinel *redis.FailoverOptions
+
 	// PollFallback bounds how long a lost notification can go unnoticed.
 	// Pub/sub is fire-and-forget: a message published while a subscriber
 	// connection is down is lost. The store does not signal waiters on a
@@ -77,11 +86,30 @@ type Config struct {
 	PubSub PubSubMode
 }
 
+// AllReplicas, as [WaitConfig].Replicas, makes each claim wait for every
+// replica connected to its primary at that moment, and for at least
+// WaitConfig.MinReplicas. See the package doc, "Replication".
+const AllReplicas = -1
+
 // WaitConfig asks Claim to confirm durability before returning.
 type WaitConfig struct {
-	// Replicas is WAIT's numreplicas: how many replicas must acknowledge
-	// the claim. Defaults to 0 (no WAIT).
+	// Replicas is how many replicas must acknowledge the claim (WAIT's
+	// numreplicas), or AllReplicas: every replica the primary counts as
+	// connected when the claim is made (ROLE), and at least MinReplicas.
+	// A fixed count equal to the replicas there are is safe until a
+	// failover leaves fewer, and then every claim fails; AllReplicas
+	// follows the replicas connected and fails only below MinReplicas.
+	// Defaults to 0 (no WAIT).
 	Replicas int
+	// MinReplicas, with Replicas set to AllReplicas, is the fewest
+	// replicas that must acknowledge each claim: with fewer connected,
+	// Claim fails with [ErrNotDurable] (closed: the effect does not run),
+	// so that a primary that lost its replicas does not go on
+	// acknowledging claims that only it holds. Only AllReplicas takes it.
+	// Defaults to 1 (0 is taken as 1: a claim that must survive a
+	// failover needs a replica to survive on; to run without replicas,
+	// leave Wait nil).
+	MinReplicas int
 	// AOFLocal is WAITAOF's numlocal (0 or 1): 1 requires the primary to
 	// have fsynced the claim to its AOF. Needs Redis 7.2+ with
 	// appendonly yes. Defaults to 0.
@@ -109,8 +137,10 @@ type Store struct {
 	prefix string
 	wait   *WaitConfig
 	grace  time.Duration
-	pubCmd string      // "spublish", "publish" or ""
-	pubArg interface{} // pubCmd, boxed once for script arguments
+	// sentinel is Config.Sentinel: where CheckReplication asks Sentinel.
+	sentinel *redis.FailoverOptions
+	pubCmd   string      // "spublish", "publish" or ""
+	pubArg   interface{} // pubCmd, boxed once for script arguments
 	// finish is finishLua(pubCmd); finishSHA its hash, boxed once.
 	finish    *redis.Script
 	finishSHA interface{}
@@ -150,7 +180,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	s := &Store{client: client, prefix: cfg.Prefix, wait: cfg.Wait, grace: cfg.ExpiryGrace}
+	s := &Store{client: client, prefix: cfg.Prefix, wait: cfg.Wait, grace: cfg.ExpiryGrace, sentinel: cfg.Sentinel}
 	s.cluster, _ = client.(*redis.ClusterClient)
 	s.readFirst = primaryReads(client)
 	if err := s.probe(ctx, cfg); err != nil {
@@ -187,6 +217,10 @@ func (c *Config) setDefaults() error {
 	if c.PubSub < PubSubAuto || c.PubSub > PubSubOff {
 		return fmt.Errorf("redisstore: Config.PubSub: unknown mode %d", c.PubSub)
 	}
+	if c.Wait != nil {
+		w := *c.Wait // the caller's struct is left as it was
+		c.Wait = &w
+	}
 	return c.Wait.validate()
 }
 
@@ -194,8 +228,17 @@ func (w *WaitConfig) validate() error {
 	if w == nil {
 		return nil
 	}
-	if w.Replicas < 0 || w.AOFLocal < 0 || w.AOFLocal > 1 || w.AOFReplicas < 0 {
-		return errors.New("redisstore: Config.Wait: Replicas and AOFReplicas must be >= 0, AOFLocal 0 or 1")
+	if w.Replicas < AllReplicas || w.AOFLocal < 0 || w.AOFLocal > 1 || w.AOFReplicas < 0 {
+		return errors.New("redisstore: Config.Wait: Replicas must be >= 0 or AllReplicas, AOFReplicas >= 0, AOFLocal 0 or 1")
+	}
+	if w.MinReplicas < 0 {
+		return errors.New("redisstore: Config.Wait.MinReplicas must not be negative")
+	}
+	if w.MinReplicas > 0 && w.Replicas != AllReplicas {
+		return errors.New("redisstore: Config.Wait.MinReplicas needs Replicas = AllReplicas (a fixed Replicas count is already the minimum)")
+	}
+	if w.Replicas == AllReplicas && w.MinReplicas == 0 {
+		w.MinReplicas = 1
 	}
 	if w.Replicas == 0 && w.AOFLocal == 0 && w.AOFReplicas == 0 {
 		return errors.New("redisstore: Config.Wait asks for no acknowledgement; set Replicas, AOFLocal or AOFReplicas, or leave Wait nil")
