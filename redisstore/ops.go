@@ -104,10 +104,29 @@ func (s *Store) claimRun(ctx context.Context, rec string, p *idem.ClaimParams) (
 	}
 	if fence != 0 || isOwn(stored, p) {
 		if err := s.awaitDurable(ctx, conn); err != nil {
+			if errors.Is(err, ErrNotDurable) {
+				held := fence
+				if held == 0 {
+					held = stored.Fence
+				}
+				s.releaseNotDurable(ctx, p, held)
+			}
 			return 0, nil, err
 		}
 	}
 	return fence, stored, nil
+}
+
+// releaseNotDurable releases the caller's claim (fence) that was not
+// confirmed durable: no effect ran under it (the caller never heard
+// "claimed"), so the key is free again at once for a retry, instead of
+// held in_progress until its lease passes and then reported unknown. It
+// is best effort: a claim it cannot release stays in_progress, as
+// before, and is the caller's own on a retry of the same attempt.
+func (s *Store) releaseNotDurable(ctx context.Context, p *idem.ClaimParams, fence int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.wait.Timeout)
+	defer cancel()
+	_ = s.Release(ctx, idem.ReleaseParams{Scope: p.Scope, Key: p.Key, Fence: fence, AttemptID: p.AttemptID})
 }
 
 // claimConn is what a claim runs on: the client, or a pinned connection.

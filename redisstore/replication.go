@@ -310,6 +310,12 @@ func judgeNode(n *nodeRepl, cluster bool, sv *sentinelView, w *WaitConfig, wt in
 		})
 	}
 	if replicas == 0 {
+		if wt == AllReplicas && w.MinReplicas > 0 || wt > 0 {
+			out = append(out, idem.Finding{Setting: "wait_replicas", Value: fmt.Sprintf("%s%s (no replica connected)", at, waitPhrase(w)),
+				Problem:  "claims wait for replicas and there is none: every claim fails closed (503)",
+				Fix:      "start the replicas, or leave wait_replicas unset on a server that has none",
+				Severity: idem.SeverityWarning})
+		}
 		return out
 	}
 	lossy := "asynchronous replication: " + promoter + " can promote a replica that never received a claim the primary acknowledged, and the retries that follow run the effect again"

@@ -55,7 +55,8 @@ func TestJudgeReplication(t *testing.T) {
 		{name: "standalone without replicas", nodes: []nodeRepl{primary("", 0)},
 			topology: "standalone Redis primary, no replica"},
 		{name: "standalone without replicas, waiting", nodes: []nodeRepl{primary("", 0)}, wait: all,
-			topology: "standalone Redis primary, no replica"},
+			topology: "standalone Redis primary, no replica", want: []string{"warning wait_replicas"}},
+		{name: "standalone without replicas, WAITAOF local", nodes: []nodeRepl{primary("", 0)}, wait: aofOnly},
 		{name: "a replica", nodes: []nodeRepl{{role: "slave"}}, wait: all,
 			topology: "a Redis replica (role slave)", want: []string{"refuse role"}},
 		{name: "replicas, no wait", nodes: []nodeRepl{primary("", 2)},
@@ -100,9 +101,9 @@ func TestJudgeReplication(t *testing.T) {
 			topology: "Redis Cluster: 3 masters, 1 replica each (claims wait for all, at least 1)"},
 		{name: "cluster, uneven, wait 1", cluster: true, nodes: []nodeRepl{primary("a:1", 2), primary("b:2", 1), primary("c:3", 0)}, wait: one,
 			topology: "Redis Cluster: 3 masters, replicas 2/1/0 (claims wait for 1)",
-			want:     []string{"refuse wait_replicas", "warning wait_replicas"}},
+			want:     []string{"refuse wait_replicas", "warning wait_replicas", "warning wait_replicas"}},
 		{name: "cluster, a master lost its replica, wait all", cluster: true, nodes: []nodeRepl{primary("a:1", 1), primary("b:2", 0)}, wait: all,
-			want: []string{}},
+			want: []string{"warning wait_replicas"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

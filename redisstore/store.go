@@ -125,8 +125,10 @@ type WaitConfig struct {
 
 // ErrNotDurable is wrapped by Claim's error when the claim was written but
 // WAIT or WAITAOF did not confirm it within WaitConfig.Timeout. The effect
-// must not run; the record stays in_progress under the caller's attempt id,
-// so a retry of the same attempt finds it as its own and waits again, and
+// must not run. The store then releases the claim (best effort: no effect
+// ran under it), so a retry claims the key afresh and waits again; a claim
+// it could not release stays in_progress under the caller's attempt id, a
+// retry of the same attempt finds it as its own and waits again, and
 // otherwise the lease turns it unknown.
 var ErrNotDurable = errors.New("redisstore: claim not confirmed durable")
 
