@@ -30,6 +30,7 @@ type failoverLoad struct {
 	phase atomic.Int32
 	// effectsIn counts the effects run, by the phase their send started in.
 	effectsIn  [3]atomic.Int64
+	ranInStall []atomic.Bool // per intent: an effect ran by a send started during the stall
 	lostClaims atomic.Int64 // EventLostClaim seen by the engine's observer
 
 	wg sync.WaitGroup // the sends of the first phase
@@ -45,7 +46,7 @@ const (
 )
 
 func newFailoverLoad(t *testing.T, keys, extra int) *failoverLoad {
-	return &failoverLoad{t: t, keys: keys, prefix: uniquePrefix(t), effects: make([]atomic.Int64, keys+extra)}
+	return &failoverLoad{t: t, keys: keys, prefix: uniquePrefix(t), effects: make([]atomic.Int64, keys+extra), ranInStall: make([]atomic.Bool, keys+extra)}
 }
 
 // engine returns an engine on st for this history: a short lease, so
@@ -77,6 +78,9 @@ func (l *failoverLoad) send(ctx context.Context, e *idem.Engine, k int) (idem.Re
 	return e.DoBytes(ctx, l.request(k), func(context.Context, *idem.Attempt) ([]byte, error) {
 		l.effects[k].Add(1)
 		l.effectsIn[phase].Add(1)
+		if phase == phaseStall {
+			l.ranInStall[k].Store(true)
+		}
 		return []byte("ok"), nil
 	})
 }

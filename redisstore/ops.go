@@ -42,7 +42,7 @@ func (s *Store) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult
 	}
 	fence, stored, err := s.claimRun(ctx, rec, &p)
 	if err != nil {
-		return idem.ClaimResult{}, storeErr("claim", wrongType(err))
+		return idem.ClaimResult{}, storeErr("claim", wrongType(s.noteErr(err)))
 	}
 	s.mix.Observe(fence == 0)
 	if fence != 0 {
@@ -71,7 +71,7 @@ func (s *Store) claimRead(ctx context.Context, rec string, p *idem.ClaimParams) 
 		return res, false, nil // the claim decides, and records the mix
 	}
 	if err != nil {
-		return res, false, storeErr("claim", err)
+		return res, false, storeErr("claim", s.noteErr(err))
 	}
 	if r.Expired(p.Now) {
 		return res, false, nil
@@ -99,7 +99,9 @@ func (s *Store) claimRun(ctx context.Context, rec string, p *idem.ClaimParams) (
 	defer conn.Close()
 	fence, stored, err := s.claimOn(ctx, conn, rec, p)
 	if err != nil {
-		s.onRedirect(ctx, err)
+		// A redirect (MOVED, ASK) on the pinned connection: the script
+		// did not run; Claim's noteErr reloads the slot map, and the
+		// caller's retry (same attempt id) goes to the slot's owner.
 		return 0, nil, err
 	}
 	if fence != 0 || isOwn(stored, p) {
@@ -185,18 +187,6 @@ func (s *Store) pinnedConn(ctx context.Context, rec string) (*redis.Conn, error)
 		return node.Conn(), nil
 	}
 	return s.client.(*redis.Client).Conn(), nil
-}
-
-// onRedirect refreshes the cluster's slot map after a MOVED/ASK reply on a
-// pinned connection; the caller's retry (same attempt id) then goes to the
-// slot's new owner. The script did not run on a redirect.
-func (s *Store) onRedirect(ctx context.Context, err error) {
-	if s.cluster == nil {
-		return
-	}
-	if msg := err.Error(); strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ") {
-		s.cluster.ReloadState(ctx)
-	}
 }
 
 // awaitDurable confirms the claim just made (or found as the caller's
@@ -299,14 +289,14 @@ func (s *Store) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, 
 	if rd, ok := s.client.(rawDoer); ok {
 		if v, claim, done, err := fc.runRaw(ctx, rd); done {
 			if err != nil {
-				return nil, storeErr("finish", err)
+				return nil, storeErr("finish", s.noteErr(err))
 			}
 			return finishRecord(&p, v, claim)
 		}
 	}
 	res, err := s.finish.Run(ctx, s.client, []string{fc.rec, fc.ch}, []byte(fc.exp), []byte(fc.val), []byte(fc.pxat)).Result()
 	if err != nil {
-		return nil, storeErr("finish", wrongType(err))
+		return nil, storeErr("finish", wrongType(s.noteErr(err)))
 	}
 	switch v := res.(type) {
 	case int64:
@@ -585,7 +575,7 @@ func (s *Store) Get(ctx context.Context, scope, key string) (*idem.Record, error
 	}
 	r, err := s.read(ctx, s.recKey(scope, key))
 	if err != nil && !errors.Is(err, idem.ErrNotFound) {
-		return nil, storeErr("get", err)
+		return nil, storeErr("get", s.noteErr(err))
 	}
 	return r, err
 }
@@ -608,7 +598,7 @@ func (s *Store) run(ctx context.Context, op string, sc *redis.Script, scope, key
 	rec, ch := s.recChanKeys(scope, key)
 	res, err := sc.Run(ctx, s.client, []string{rec, ch}, args...).Text()
 	if err != nil {
-		return "", storeErr(op, wrongType(err))
+		return "", storeErr(op, wrongType(s.noteErr(err)))
 	}
 	return res, nil
 }

@@ -318,6 +318,34 @@ func (s *Store) check() error {
 	return nil
 }
 
+// noteErr asks a Cluster client to reload its slot map after err, when
+// err may mean that the map is stale: a connection that failed (the
+// slot's master may have died and a replica taken over), CLUSTERDOWN,
+// TRYAGAIN, MOVED, ASK or READONLY. go-redis reloads the map on a
+// redirect it follows itself, and otherwise only every
+// ClusterOptions.ClusterStateReloadInterval (60s by default), so without
+// this a failover would cost the failed shard's claims up to a minute.
+// Reloads are lazy and coalesced by go-redis (at most one at a time, 200
+// ms apart). It returns err.
+func (s *Store) noteErr(err error) error {
+	if s.cluster == nil || err == nil || errors.Is(err, ErrNotDurable) {
+		return err
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		msg := rerr.Error()
+		stale := false
+		for _, p := range []string{"CLUSTERDOWN", "TRYAGAIN", "MOVED ", "ASK ", "READONLY"} {
+			stale = stale || strings.HasPrefix(msg, p)
+		}
+		if !stale {
+			return err
+		}
+	}
+	s.cluster.ReloadState(context.Background())
+	return err
+}
+
 func storeErr(op string, err error) error {
 	return &idem.StoreError{Op: op, Err: err}
 }
