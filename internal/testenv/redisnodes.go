@@ -147,10 +147,13 @@ func (n *RedisNode) start() {
 	n.cmd, n.done = cmd, done
 	n.mu.Unlock()
 	for i := 0; ; i++ {
-		c, err := net.DialTimeout("tcp", n.Addr(), time.Second)
-		if err == nil {
-			c.Close()
+		pid, err := serverPID(n.Addr())
+		if err == nil && pid == cmd.Process.Pid {
 			return
+		}
+		if err == nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			n.t.Fatalf("port %d is taken by another server (pid %d), not the one this test started", n.Port, pid)
 		}
 		select {
 		case <-done:
@@ -165,3 +168,30 @@ func (n *RedisNode) start() {
 }
 
 func (n *RedisNode) stop() { n.Kill() }
+
+// serverPID asks the server at addr for its process id (INFO server).
+func serverPID(addr string) (int, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte("*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")); err != nil {
+		return 0, err
+	}
+	var got []byte
+	buf := make([]byte, 4096)
+	for {
+		k, err := c.Read(buf)
+		got = append(got, buf[:k]...)
+		if i := strings.Index(string(got), "process_id:"); i >= 0 {
+			if j := strings.IndexByte(string(got[i:]), '\r'); j >= 0 {
+				return strconv.Atoi(string(got[i+len("process_id:") : i+j]))
+			}
+		}
+		if err != nil {
+			return 0, fmt.Errorf("no process_id in INFO server from %s: %w", addr, err)
+		}
+	}
+}

@@ -347,6 +347,17 @@ func RedisClient(d DSN) (redis.UniversalClient, error) {
 	return opt.client(), nil
 }
 
+// RedisWait returns what a Redis DSN asks each claim to wait for (its
+// wait_* and min_replicas parameters), or nil when it asks for nothing:
+// for idem bench's raw side, which does the same write and wait.
+func RedisWait(d DSN) (*redisstore.WaitConfig, error) {
+	opt, err := redisOptions(d)
+	if err != nil {
+		return nil, fmt.Errorf("storeopen: %s DSN: %w", d.Scheme, err)
+	}
+	return opt.cfg.Wait, nil
+}
+
 func openRedis(ctx context.Context, d DSN, _ Options) (idem.Store, error) {
 	opt, err := redisOptions(d)
 	if err != nil {
