@@ -31,7 +31,7 @@ type failoverLoad struct {
 	// effectsIn counts the effects run, by the phase their send started in.
 	effectsIn  [3]atomic.Int64
 	ranInStall []atomic.Bool // per intent: an effect ran by a send started during the stall
-	lostClaims atomic.Int64 // EventLostClaim seen by the engine's observer
+	lostClaims atomic.Int64  // EventLostClaim seen by the engine's observer
 
 	wg sync.WaitGroup // the sends of the first phase
 }
