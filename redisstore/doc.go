@@ -187,9 +187,16 @@
 // claim that every replica acknowledged is on whichever is promoted.
 //
 // Hence [WaitConfig].Replicas = [AllReplicas] (DSN wait_replicas=all):
-// after the claim, the store asks the primary (ROLE, on the claim's
-// connection) how many replicas it counts as connected, and WAITs for
-// all of them and at least [WaitConfig].MinReplicas (default 1). Not
+// each claim WAITs for every replica its primary counts as connected
+// (ROLE) and at least [WaitConfig].MinReplicas (default 1). On Redis
+// 7.0+ the claim, a WAIT for as many replicas as the primary's last ROLE
+// listed, and a ROLE go in one pipeline on the claim's connection (one
+// round trip, as a hand-written SET NX + WAIT); a ROLE that lists more
+// replicas than were waited for sends one more WAIT, one that lists fewer
+// (a replica left) is satisfied by those that remain. (When the client's
+// ReadTimeout does not outlast the wait by a second, under which a
+// pipeline's replies are read, ROLE and WAIT go as commands of their
+// own.) Not
 // acknowledged within the timeout: [ErrNotDurable], which the engine
 // reports as the store unavailable (503) before any effect runs; the
 // store then releases the claim (no effect ran under it), so a retry

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -87,36 +88,127 @@ func (s *Store) claimRead(ctx context.Context, rec string, p *idem.ClaimParams) 
 // claimRun claims rec. It returns the fence written, or 0 and the stored
 // record it found live. With Config.Wait set it runs on a pinned
 // connection followed by WAIT/WAITAOF: WAIT counts the writes of the
-// connection it runs on, so it must share the claim's connection.
+// connection it runs on, so it must share the claim's connection. On
+// Redis 7.0+ with a WAIT count, the claim, the WAIT and (for
+// AllReplicas) the ROLE go in one pipeline: see claimAndWait.
 func (s *Store) claimRun(ctx context.Context, rec string, p *idem.ClaimParams) (int64, *idem.Record, error) {
 	if s.wait == nil {
 		return s.claimOn(ctx, s.client, rec, p)
 	}
-	conn, err := s.pinnedConn(ctx, rec)
+	conn, node, err := s.pinnedConn(ctx, rec)
 	if err != nil {
 		return 0, nil, err
 	}
 	defer conn.Close()
-	fence, stored, err := s.claimOn(ctx, conn, rec, p)
-	if err != nil {
-		// A redirect (MOVED, ASK) on the pinned connection: the script
+	var fence int64
+	var stored *idem.Record
+	waited := false
+	if s.pipelineWait {
+		fence, stored, waited, err = s.claimAndWait(ctx, conn, node, rec, p)
+	} else {
+		// A redirect (MOVED, ASK) on the pinned connection: the claim
 		// did not run; Claim's noteErr reloads the slot map, and the
 		// caller's retry (same attempt id) goes to the slot's owner.
+		fence, stored, err = s.claimOn(ctx, conn, rec, p)
+	}
+	if err == nil && !waited && (fence != 0 || isOwn(stored, p)) {
+		err = s.awaitDurable(ctx, conn)
+	}
+	if err != nil {
+		if errors.Is(err, ErrNotDurable) {
+			held := fence
+			if held == 0 && stored != nil {
+				held = stored.Fence
+			}
+			s.releaseNotDurable(ctx, p, held)
+		}
 		return 0, nil, err
 	}
-	if fence != 0 || isOwn(stored, p) {
-		if err := s.awaitDurable(ctx, conn); err != nil {
-			if errors.Is(err, ErrNotDurable) {
-				held := fence
-				if held == 0 {
-					held = stored.Fence
-				}
-				s.releaseNotDurable(ctx, p, held)
+	return fence, stored, nil
+}
+
+// claimAndWait claims rec and confirms it in one round trip: SET NX GET,
+// then WAIT for as many replicas as the primary counted the last time
+// (AllReplicas, at least MinReplicas) or for WaitConfig.Replicas, then
+// ROLE (AllReplicas), pipelined on conn. When ROLE shows more replicas
+// than were waited for, one more WAIT covers them; when it shows fewer (a
+// replica left), the acknowledgements of those that remain suffice.
+// WAIT's answer is ignored for a record held by someone else (a replay).
+// waited is false when the stored record was expired: the claim script
+// then took it over, and the caller waits as usual.
+func (s *Store) claimAndWait(ctx context.Context, conn *redis.Conn, node, rec string, p *idem.ClaimParams) (fence int64, stored *idem.Record, waited bool, err error) {
+	w := s.wait
+	want := w.Replicas
+	var count *atomic.Int64
+	if w.Replicas == AllReplicas {
+		count = s.replicaCount(node)
+		want = max(int(count.Load()), w.MinReplicas)
+	}
+	var set, wait, role *redis.Cmd
+	// Each command's reply is read below; Pipelined's error is the first
+	// of them (redis.Nil for a fresh claim) or the connection's.
+	_, _ = conn.Pipelined(ctx, func(pl redis.Pipeliner) error {
+		set = pl.Do(ctx, "set", rec, appendNewClaimValue(nil, p), "nx", "get")
+		wait = pl.Do(ctx, "wait", want, w.Timeout.Milliseconds())
+		if count != nil {
+			role = pl.Do(ctx, "role")
+		}
+		return nil
+	})
+	v, err := set.Text()
+	switch {
+	case err == redis.Nil:
+		fence = 1
+	case err != nil:
+		return 0, nil, false, err
+	default:
+		r, err := decodeRecord(v)
+		if err != nil {
+			return 0, nil, false, err
+		}
+		if r.Expired(p.Now) {
+			fence, stored, err = s.claimOn(ctx, conn, rec, p)
+			return fence, stored, false, err
+		}
+		if !isOwn(r, p) {
+			return 0, r, true, nil
+		}
+		stored = r
+	}
+	acked, err := wait.Int64()
+	if err != nil {
+		return fence, stored, true, err
+	}
+	need := want
+	if count != nil {
+		online, err := roleReplicas(role.Val(), role.Err())
+		if err != nil {
+			return fence, stored, true, err
+		}
+		count.Store(int64(online))
+		need = max(online, w.MinReplicas)
+		if acked < int64(need) && need > want {
+			if acked, err = conn.Wait(ctx, need, w.Timeout).Result(); err != nil {
+				return fence, stored, true, err
 			}
-			return 0, nil, err
 		}
 	}
-	return fence, stored, nil
+	if acked < int64(need) {
+		return fence, stored, true, fmt.Errorf("%w: WAIT %d (every connected replica, at least min_replicas %d) acknowledged by %d within %s",
+			ErrNotDurable, need, w.MinReplicas, acked, w.Timeout)
+	}
+	return fence, stored, true, nil
+}
+
+// replicaCount is the count of online replicas the primary at node (""
+// for the one primary of a standalone or Sentinel client) had at its
+// last ROLE.
+func (s *Store) replicaCount(node string) *atomic.Int64 {
+	if c, ok := s.replicas.Load(node); ok {
+		return c.(*atomic.Int64)
+	}
+	c, _ := s.replicas.LoadOrStore(node, new(atomic.Int64))
+	return c.(*atomic.Int64)
 }
 
 // releaseNotDurable releases the caller's claim (fence) that was not
@@ -178,15 +270,17 @@ func (s *Store) claimOn(ctx context.Context, c claimConn, rec string, p *idem.Cl
 	return 0, nil, fmt.Errorf("unexpected claim script reply %T", res)
 }
 
-func (s *Store) pinnedConn(ctx context.Context, rec string) (*redis.Conn, error) {
+// pinnedConn returns a connection to rec's primary, and the primary's
+// address in a Cluster ("" otherwise).
+func (s *Store) pinnedConn(ctx context.Context, rec string) (*redis.Conn, string, error) {
 	if s.cluster != nil {
 		node, err := s.cluster.MasterForKey(ctx, rec)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		return node.Conn(), nil
+		return node.Conn(), node.Options().Addr, nil
 	}
-	return s.client.(*redis.Client).Conn(), nil
+	return s.client.(*redis.Client).Conn(), "", nil
 }
 
 // awaitDurable confirms the claim just made (or found as the caller's
@@ -254,11 +348,18 @@ type doer interface {
 // onlineReplicas returns how many replicas the primary on c counts as
 // connected, as ROLE lists them (state online: the ones WAIT counts).
 func onlineReplicas(ctx context.Context, c doer) (int, error) {
-	v, err := c.Do(ctx, "role").Slice()
+	cmd := c.Do(ctx, "role")
+	return roleReplicas(cmd.Val(), cmd.Err())
+}
+
+// roleReplicas reads ROLE's reply v (or its error): the number of online
+// replicas of a primary.
+func roleReplicas(reply interface{}, err error) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("ROLE: %w", err)
 	}
-	if len(v) != 3 || v[0] != "master" {
+	v, ok := reply.([]interface{})
+	if !ok || len(v) != 3 || v[0] != "master" {
 		return 0, fmt.Errorf("ROLE: the claim's server is not a primary (%.40v)", v)
 	}
 	replicas, ok := v[2].([]interface{})

@@ -133,7 +133,7 @@ func (rc *replCluster) seeds() []string {
 // (cluster_refresh=1s by default), with short timeouts.
 func (rc *replCluster) client(t *testing.T, refresh time.Duration) *redis.ClusterClient {
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.seeds(), PoolSize: 32,
-		DialTimeout: 250 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second,
+		DialTimeout: 250 * time.Millisecond, ReadTimeout: 3 * time.Second, WriteTimeout: time.Second, // 3s: claims and WAITs pipelined
 		MaxRetries: 1, ClusterStateReloadInterval: refresh})
 	t.Cleanup(func() { c.Close() })
 	return c

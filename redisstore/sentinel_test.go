@@ -76,7 +76,7 @@ func (s *sentinelSet) failoverOptions() *redis.FailoverOptions {
 		addrs[i] = sn.Addr()
 	}
 	return &redis.FailoverOptions{MasterName: s.name, SentinelAddrs: addrs, PoolSize: 32,
-		DialTimeout: 250 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second,
+		DialTimeout: 250 * time.Millisecond, ReadTimeout: 3 * time.Second, WriteTimeout: time.Second, // 3s: claims and WAITs pipelined
 		MaxRetries: 1, PoolTimeout: 2 * time.Second}
 }
 

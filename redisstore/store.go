@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -158,6 +159,15 @@ type Store struct {
 	// setNXGet is true when the server takes SET with both NX and GET
 	// (Redis 7.0+): Claim is then one plain command.
 	setNXGet bool
+
+	// pipelineWait is true when a claim and its WAIT go in one pipeline
+	// (claimAndWait): Redis 7.0+, a WAIT count, no WAITAOF, and a read
+	// timeout that outlasts the WAIT (a pipeline's reply is read under
+	// the client's ReadTimeout, a lone WAIT under its own timeout).
+	pipelineWait bool
+	// replicas holds, per primary, the online replicas its last ROLE
+	// listed (node address → *atomic.Int64), for AllReplicas.
+	replicas sync.Map
 }
 
 var (
@@ -279,6 +289,10 @@ func (s *Store) probe(ctx context.Context, cfg Config) error {
 		return err
 	}
 	s.setNXGet = has7
+	if w := s.wait; w != nil && has7 && w.Replicas != 0 && w.AOFLocal == 0 && w.AOFReplicas == 0 {
+		rt := readTimeout(s.client)
+		s.pipelineWait = rt < 0 || w.Timeout+time.Second <= rt
+	}
 	switch cfg.PubSub {
 	case PubSubSharded:
 		s.pubCmd = "spublish"
@@ -291,6 +305,22 @@ func (s *Store) probe(ctx context.Context, cfg Config) error {
 		}
 	}
 	return nil
+}
+
+// readTimeout is the client's ReadTimeout (go-redis's 3s when unset;
+// negative: none).
+func readTimeout(c redis.UniversalClient) time.Duration {
+	var rt time.Duration
+	switch c := c.(type) {
+	case *redis.Client:
+		rt = c.Options().ReadTimeout
+	case *redis.ClusterClient:
+		rt = c.Options().ReadTimeout
+	}
+	if rt == 0 {
+		rt = 3 * time.Second
+	}
+	return rt
 }
 
 func (s *Store) hasCommand(ctx context.Context, name string) (bool, error) {

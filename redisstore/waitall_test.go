@@ -42,6 +42,15 @@ func (r *replicated) client(t *testing.T) *redis.Client {
 	return c
 }
 
+// clientNoPipeline returns a client whose read timeout (1s) is too short
+// for a pipelined WAIT of any timeout (the store wants a second to
+// spare): its claims wait in commands of their own.
+func (r *replicated) clientNoPipeline(t *testing.T) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: r.primary.Addr(), PoolSize: 8, ReadTimeout: time.Second})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // TestWaitAllReplicas: with Replicas = AllReplicas a claim waits for every
 // replica the primary counts as connected, fails closed when one of them
 // cannot acknowledge (and frees the key, since no effect ran), follows
@@ -55,12 +64,30 @@ func TestWaitAllReplicas(t *testing.T) {
 	t.Parallel()
 	r := startReplicated(t, 7340, 2)
 	ctx := context.Background()
-	all := newStoreOn(t, r.client(t), Config{Wait: &WaitConfig{Replicas: AllReplicas, Timeout: 200 * time.Millisecond}})
-	fixed := newStoreOn(t, r.client(t), Config{Prefix: all.prefix, Wait: &WaitConfig{Replicas: 2, Timeout: 200 * time.Millisecond}})
-	claim := func(s *Store, key string) error {
+	wait := func() *WaitConfig { return &WaitConfig{Replicas: AllReplicas, Timeout: time.Second} }
+	all := newStoreOn(t, r.client(t), Config{Wait: wait()})
+	// unpiped waits in commands of its own after the claim; it gets the
+	// same claims, under keys of its own.
+	unpiped := newStoreOn(t, r.clientNoPipeline(t), Config{Prefix: all.prefix + "-u", Wait: wait()})
+	if !all.pipelineWait || unpiped.pipelineWait {
+		t.Fatalf("pipelined waits: %v and %v, want true and false", all.pipelineWait, unpiped.pipelineWait)
+	}
+	fixed := newStoreOn(t, r.client(t), Config{Prefix: all.prefix, Wait: &WaitConfig{Replicas: 2, Timeout: time.Second}})
+	claimOne := func(s *Store, key string) error {
 		res, err := s.Claim(ctx, claimP(key, "a-"+key, time.Now()))
 		if err == nil && !res.Claimed {
 			t.Fatalf("claim of a fresh key %s not claimed: %+v", key, res)
+		}
+		return err
+	}
+	// claim claims key on s and, for all, on unpiped too: both must
+	// answer alike.
+	claim := func(s *Store, key string) error {
+		err := claimOne(s, key)
+		if s == all {
+			if uerr := claimOne(unpiped, key); (uerr == nil) != (err == nil) || !errors.Is(uerr, ErrNotDurable) != !errors.Is(err, ErrNotDurable) {
+				t.Errorf("claim of %s: pipelined %v, unpipelined %v", key, err, uerr)
+			}
 		}
 		return err
 	}
@@ -75,8 +102,8 @@ func TestWaitAllReplicas(t *testing.T) {
 	if !errors.Is(err, ErrNotDurable) || !errors.Is(err, idem.ErrStoreUnavailable) {
 		t.Fatalf("claim with a stalled replica = %v, want ErrNotDurable", err)
 	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("failing closed took %v with a 200ms wait", d)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("failing closed (twice) took %v with a 1s wait", d)
 	}
 	if _, err := all.Get(ctx, "tenant-a", "k2"); !errors.Is(err, idem.ErrNotFound) {
 		t.Errorf("the claim that was not confirmed is still there (%v): a retry would find it in flight, then unknown", err)
@@ -138,12 +165,16 @@ func TestOwnClaimWaitsAgain(t *testing.T) {
 	t.Parallel()
 	r := startReplicated(t, 7343, 1)
 	ctx := context.Background()
-	for _, wait := range []*WaitConfig{{Replicas: AllReplicas, Timeout: 200 * time.Millisecond}, {Replicas: 1, Timeout: 200 * time.Millisecond}} {
+	for _, wait := range []*WaitConfig{{Replicas: AllReplicas, Timeout: 500 * time.Millisecond}, {Replicas: 1, Timeout: 500 * time.Millisecond}} {
 		for _, readFirst := range []bool{false, true} {
 			// writer makes the claim without waiting, as a claim whose
 			// answer was lost did; the retry runs on another client.
 			writer := newStoreOn(t, r.client(t), Config{})
-			retry := newStoreOn(t, r.client(t), Config{Prefix: writer.prefix, Wait: wait})
+			client := r.client(t)
+			if readFirst { // the read-first path also waits in commands of its own
+				client = r.clientNoPipeline(t)
+			}
+			retry := newStoreOn(t, client, Config{Prefix: writer.prefix, Wait: wait})
 			key := "own-" + strconv.Itoa(wait.Replicas) + "-" + strconv.FormatBool(readFirst)
 			r.links[0].Stall()
 			p := claimP(key, "attempt-1", time.Now())
