@@ -472,11 +472,15 @@ func TestWaitConfig(t *testing.T) {
 	if !errors.Is(err, ErrNotDurable) || !errors.Is(err, idem.ErrStoreUnavailable) {
 		t.Fatalf("claim without replicas = %v, want ErrNotDurable", err)
 	}
-	// The claim was written; the same attempt finds it as its own and waits again.
+	// No effect ran under the claim that was not confirmed: it is released.
+	if _, err := s.Get(ctx, "tenant-a", "k"); !errors.Is(err, idem.ErrNotFound) {
+		t.Fatalf("Get after a claim that was not confirmed = %v, want ErrNotFound", err)
+	}
 	if _, err := s.Claim(ctx, claimP("k", "a1", t0)); !errors.Is(err, ErrNotDurable) {
 		t.Fatalf("retried claim = %v, want ErrNotDurable again", err)
 	}
 	// A replay needs no durability wait.
+	mustClaim(t, newStoreOn(t, c, Config{Prefix: s.prefix}), claimP("k", "a0", t0))
 	if res, err := s.Claim(ctx, claimP("k", "a2", t0)); err != nil || res.Claimed {
 		t.Fatalf("duplicate = %+v, %v; want unclaimed replay without error", res, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -42,7 +43,7 @@ func (s *Store) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult
 	}
 	fence, stored, err := s.claimRun(ctx, rec, &p)
 	if err != nil {
-		return idem.ClaimResult{}, storeErr("claim", wrongType(err))
+		return idem.ClaimResult{}, storeErr("claim", wrongType(s.noteErr(err)))
 	}
 	s.mix.Observe(fence == 0)
 	if fence != 0 {
@@ -71,7 +72,7 @@ func (s *Store) claimRead(ctx context.Context, rec string, p *idem.ClaimParams) 
 		return res, false, nil // the claim decides, and records the mix
 	}
 	if err != nil {
-		return res, false, storeErr("claim", err)
+		return res, false, storeErr("claim", s.noteErr(err))
 	}
 	if r.Expired(p.Now) {
 		return res, false, nil
@@ -87,27 +88,139 @@ func (s *Store) claimRead(ctx context.Context, rec string, p *idem.ClaimParams) 
 // claimRun claims rec. It returns the fence written, or 0 and the stored
 // record it found live. With Config.Wait set it runs on a pinned
 // connection followed by WAIT/WAITAOF: WAIT counts the writes of the
-// connection it runs on, so it must share the claim's connection.
+// connection it runs on, so it must share the claim's connection. On
+// Redis 7.0+ with a WAIT count, the claim, the WAIT and (for
+// AllReplicas) the ROLE go in one pipeline: see claimAndWait.
 func (s *Store) claimRun(ctx context.Context, rec string, p *idem.ClaimParams) (int64, *idem.Record, error) {
 	if s.wait == nil {
 		return s.claimOn(ctx, s.client, rec, p)
 	}
-	conn, err := s.pinnedConn(ctx, rec)
+	conn, node, err := s.pinnedConn(ctx, rec)
 	if err != nil {
 		return 0, nil, err
 	}
 	defer conn.Close()
-	fence, stored, err := s.claimOn(ctx, conn, rec, p)
+	var fence int64
+	var stored *idem.Record
+	waited := false
+	if s.pipelineWait {
+		fence, stored, waited, err = s.claimAndWait(ctx, conn, node, rec, p)
+	} else {
+		// A redirect (MOVED, ASK) on the pinned connection: the claim
+		// did not run; Claim's noteErr reloads the slot map, and the
+		// caller's retry (same attempt id) goes to the slot's owner.
+		fence, stored, err = s.claimOn(ctx, conn, rec, p)
+	}
+	if err == nil && !waited && (fence != 0 || isOwn(stored, p)) {
+		err = s.awaitDurable(ctx, conn)
+	}
 	if err != nil {
-		s.onRedirect(ctx, err)
+		if errors.Is(err, ErrNotDurable) {
+			held := fence
+			if held == 0 && stored != nil {
+				held = stored.Fence
+			}
+			s.releaseNotDurable(ctx, p, held)
+		}
 		return 0, nil, err
 	}
-	if fence != 0 || isOwn(stored, p) {
-		if err := s.awaitDurable(ctx, conn); err != nil {
-			return 0, nil, err
+	return fence, stored, nil
+}
+
+// claimAndWait claims rec and confirms it in one round trip: SET NX GET,
+// then WAIT for as many replicas as the primary counted the last time
+// (AllReplicas, at least MinReplicas) or for WaitConfig.Replicas, then
+// ROLE (AllReplicas), pipelined on conn. When ROLE shows more replicas
+// than were waited for, one more WAIT covers them; when it shows fewer (a
+// replica left), the acknowledgements of those that remain suffice.
+// WAIT's answer is ignored for a record held by someone else (a replay).
+// waited is false when the stored record was expired: the claim script
+// then took it over, and the caller waits as usual.
+func (s *Store) claimAndWait(ctx context.Context, conn *redis.Conn, node, rec string, p *idem.ClaimParams) (fence int64, stored *idem.Record, waited bool, err error) {
+	w := s.wait
+	want := w.Replicas
+	var count *atomic.Int64
+	if w.Replicas == AllReplicas {
+		count = s.replicaCount(node)
+		want = max(int(count.Load()), w.MinReplicas)
+	}
+	var set, wait, role *redis.Cmd
+	// Each command's reply is read below; Pipelined's error is the first
+	// of them (redis.Nil for a fresh claim) or the connection's.
+	_, _ = conn.Pipelined(ctx, func(pl redis.Pipeliner) error {
+		set = pl.Do(ctx, "set", rec, appendNewClaimValue(nil, p), "nx", "get")
+		wait = pl.Do(ctx, "wait", want, w.Timeout.Milliseconds())
+		if count != nil {
+			role = pl.Do(ctx, "role")
+		}
+		return nil
+	})
+	v, err := set.Text()
+	switch {
+	case err == redis.Nil:
+		fence = 1
+	case err != nil:
+		return 0, nil, false, err
+	default:
+		r, err := decodeRecord(v)
+		if err != nil {
+			return 0, nil, false, err
+		}
+		if r.Expired(p.Now) {
+			fence, stored, err = s.claimOn(ctx, conn, rec, p)
+			return fence, stored, false, err
+		}
+		if !isOwn(r, p) {
+			return 0, r, true, nil
+		}
+		stored = r
+	}
+	acked, err := wait.Int64()
+	if err != nil {
+		return fence, stored, true, err
+	}
+	need := want
+	if count != nil {
+		online, err := roleReplicas(role.Val(), role.Err())
+		if err != nil {
+			return fence, stored, true, err
+		}
+		count.Store(int64(online))
+		need = max(online, w.MinReplicas)
+		if acked < int64(need) && need > want {
+			if acked, err = conn.Wait(ctx, need, w.Timeout).Result(); err != nil {
+				return fence, stored, true, err
+			}
 		}
 	}
-	return fence, stored, nil
+	if acked < int64(need) {
+		return fence, stored, true, fmt.Errorf("%w: WAIT %d (every connected replica, at least min_replicas %d) acknowledged by %d within %s",
+			ErrNotDurable, need, w.MinReplicas, acked, w.Timeout)
+	}
+	return fence, stored, true, nil
+}
+
+// replicaCount is the count of online replicas the primary at node (""
+// for the one primary of a standalone or Sentinel client) had at its
+// last ROLE.
+func (s *Store) replicaCount(node string) *atomic.Int64 {
+	if c, ok := s.replicas.Load(node); ok {
+		return c.(*atomic.Int64)
+	}
+	c, _ := s.replicas.LoadOrStore(node, new(atomic.Int64))
+	return c.(*atomic.Int64)
+}
+
+// releaseNotDurable releases the caller's claim (fence) that was not
+// confirmed durable: no effect ran under it (the caller never heard
+// "claimed"), so the key is free again at once for a retry, instead of
+// held in_progress until its lease passes and then reported unknown. It
+// is best effort: a claim it cannot release stays in_progress, as
+// before, and is the caller's own on a retry of the same attempt.
+func (s *Store) releaseNotDurable(ctx context.Context, p *idem.ClaimParams, fence int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.wait.Timeout)
+	defer cancel()
+	_ = s.Release(ctx, idem.ReleaseParams{Scope: p.Scope, Key: p.Key, Fence: fence, AttemptID: p.AttemptID})
 }
 
 // claimConn is what a claim runs on: the client, or a pinned connection.
@@ -157,31 +270,32 @@ func (s *Store) claimOn(ctx context.Context, c claimConn, rec string, p *idem.Cl
 	return 0, nil, fmt.Errorf("unexpected claim script reply %T", res)
 }
 
-func (s *Store) pinnedConn(ctx context.Context, rec string) (*redis.Conn, error) {
+// pinnedConn returns a connection to rec's primary, and the primary's
+// address in a Cluster ("" otherwise).
+func (s *Store) pinnedConn(ctx context.Context, rec string) (*redis.Conn, string, error) {
 	if s.cluster != nil {
 		node, err := s.cluster.MasterForKey(ctx, rec)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		return node.Conn(), nil
+		return node.Conn(), node.Options().Addr, nil
 	}
-	return s.client.(*redis.Client).Conn(), nil
+	return s.client.(*redis.Client).Conn(), "", nil
 }
 
-// onRedirect refreshes the cluster's slot map after a MOVED/ASK reply on a
-// pinned connection; the caller's retry (same attempt id) then goes to the
-// slot's new owner. The script did not run on a redirect.
-func (s *Store) onRedirect(ctx context.Context, err error) {
-	if s.cluster == nil {
-		return
-	}
-	if msg := err.Error(); strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ") {
-		s.cluster.ReloadState(ctx)
-	}
-}
-
+// awaitDurable confirms the claim just made (or found as the caller's
+// own) on conn as Config.Wait asks. WAIT and WAITAOF count the writes of
+// the connection they run on up to its last command, and Redis sets that
+// mark on every command, reads included: after a SET NX GET that found
+// the caller's own record, WAIT covers that record's write too, whichever
+// connection made it.
 func (s *Store) awaitDurable(ctx context.Context, conn *redis.Conn) error {
 	w := s.wait
+	if w.Replicas == AllReplicas {
+		if err := awaitAllReplicas(ctx, conn, w); err != nil {
+			return err
+		}
+	}
 	if w.Replicas > 0 {
 		n, err := conn.Wait(ctx, w.Replicas, w.Timeout).Result()
 		if err != nil {
@@ -201,6 +315,58 @@ func (s *Store) awaitDurable(ctx context.Context, conn *redis.Conn) error {
 		}
 	}
 	return nil
+}
+
+// awaitAllReplicas waits until every replica that the claim's primary
+// counts as connected (ROLE, asked on conn just before) and at least
+// w.MinReplicas acknowledged the connection's writes. A replica that
+// connects during the wait is not waited for: it is receiving the
+// claim as part of its synchronisation. One that disconnects during the
+// wait makes it time out: closed, not open.
+func awaitAllReplicas(ctx context.Context, conn *redis.Conn, w *WaitConfig) error {
+	online, err := onlineReplicas(ctx, conn)
+	if err != nil {
+		return err
+	}
+	want := max(online, w.MinReplicas)
+	n, err := conn.Wait(ctx, want, w.Timeout).Result()
+	if err != nil {
+		return err
+	}
+	if n < int64(want) {
+		return fmt.Errorf("%w: WAIT %d (every connected replica: %d; min_replicas %d) acknowledged by %d within %s",
+			ErrNotDurable, want, online, w.MinReplicas, n, w.Timeout)
+	}
+	return nil
+}
+
+// doer sends one command: a client or a connection.
+type doer interface {
+	Do(ctx context.Context, args ...interface{}) *redis.Cmd
+}
+
+// onlineReplicas returns how many replicas the primary on c counts as
+// connected, as ROLE lists them (state online: the ones WAIT counts).
+func onlineReplicas(ctx context.Context, c doer) (int, error) {
+	cmd := c.Do(ctx, "role")
+	return roleReplicas(cmd.Val(), cmd.Err())
+}
+
+// roleReplicas reads ROLE's reply v (or its error): the number of online
+// replicas of a primary.
+func roleReplicas(reply interface{}, err error) (int, error) {
+	if err != nil {
+		return 0, fmt.Errorf("ROLE: %w", err)
+	}
+	v, ok := reply.([]interface{})
+	if !ok || len(v) != 3 || v[0] != "master" {
+		return 0, fmt.Errorf("ROLE: the claim's server is not a primary (%.40v)", v)
+	}
+	replicas, ok := v[2].([]interface{})
+	if !ok {
+		return 0, fmt.Errorf("ROLE: unexpected replica list %T", v[2])
+	}
+	return len(replicas), nil
 }
 
 // Finish implements [idem.Store.Finish]: one script that rewrites the
@@ -224,14 +390,14 @@ func (s *Store) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, 
 	if rd, ok := s.client.(rawDoer); ok {
 		if v, claim, done, err := fc.runRaw(ctx, rd); done {
 			if err != nil {
-				return nil, storeErr("finish", err)
+				return nil, storeErr("finish", s.noteErr(err))
 			}
 			return finishRecord(&p, v, claim)
 		}
 	}
 	res, err := s.finish.Run(ctx, s.client, []string{fc.rec, fc.ch}, []byte(fc.exp), []byte(fc.val), []byte(fc.pxat)).Result()
 	if err != nil {
-		return nil, storeErr("finish", wrongType(err))
+		return nil, storeErr("finish", wrongType(s.noteErr(err)))
 	}
 	switch v := res.(type) {
 	case int64:
@@ -510,7 +676,7 @@ func (s *Store) Get(ctx context.Context, scope, key string) (*idem.Record, error
 	}
 	r, err := s.read(ctx, s.recKey(scope, key))
 	if err != nil && !errors.Is(err, idem.ErrNotFound) {
-		return nil, storeErr("get", err)
+		return nil, storeErr("get", s.noteErr(err))
 	}
 	return r, err
 }
@@ -533,7 +699,7 @@ func (s *Store) run(ctx context.Context, op string, sc *redis.Script, scope, key
 	rec, ch := s.recChanKeys(scope, key)
 	res, err := sc.Run(ctx, s.client, []string{rec, ch}, args...).Text()
 	if err != nil {
-		return "", storeErr(op, wrongType(err))
+		return "", storeErr(op, wrongType(s.noteErr(err)))
 	}
 	return res, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +46,15 @@ type Config struct {
 	// Defaults to nil: Claim returns as soon as the primary applied it.
 	Wait *WaitConfig
 
+	// Sentinel, for a client made by redis.NewFailoverClient, is the
+	// options that client was made from: CheckReplication then also asks
+	// the Sentinels which replicas they would promote (those not
+	// connected to the primary now included) and how many Sentinels
+	// watch it. The store only reads it. Defaults to nil: a primary
+	// behind Sentinel is judged by what it reports itself (INFO
+	// replication), which does not see a replica that is away.
+	Sentinel *redis.FailoverOptions
+
 	// PollFallback bounds how long a lost notification can go unnoticed.
 	// Pub/sub is fire-and-forget: a message published while a subscriber
 	// connection is down is lost. The store does not signal waiters on a
@@ -77,11 +87,30 @@ type Config struct {
 	PubSub PubSubMode
 }
 
+// AllReplicas, as [WaitConfig].Replicas, makes each claim wait for every
+// replica connected to its primary at that moment, and for at least
+// WaitConfig.MinReplicas. See the package doc, "Replication".
+const AllReplicas = -1
+
 // WaitConfig asks Claim to confirm durability before returning.
 type WaitConfig struct {
-	// Replicas is WAIT's numreplicas: how many replicas must acknowledge
-	// the claim. Defaults to 0 (no WAIT).
+	// Replicas is how many replicas must acknowledge the claim (WAIT's
+	// numreplicas), or AllReplicas: every replica the primary counts as
+	// connected when the claim is made (ROLE), and at least MinReplicas.
+	// A fixed count equal to the replicas there are is safe until a
+	// failover leaves fewer, and then every claim fails; AllReplicas
+	// follows the replicas connected and fails only below MinReplicas.
+	// Defaults to 0 (no WAIT).
 	Replicas int
+	// MinReplicas, with Replicas set to AllReplicas, is the fewest
+	// replicas that must acknowledge each claim: with fewer connected,
+	// Claim fails with [ErrNotDurable] (closed: the effect does not run),
+	// so that a primary that lost its replicas does not go on
+	// acknowledging claims that only it holds. Only AllReplicas takes it.
+	// Defaults to 1 (0 is taken as 1: a claim that must survive a
+	// failover needs a replica to survive on; to run without replicas,
+	// leave Wait nil).
+	MinReplicas int
 	// AOFLocal is WAITAOF's numlocal (0 or 1): 1 requires the primary to
 	// have fsynced the claim to its AOF. Needs Redis 7.2+ with
 	// appendonly yes. Defaults to 0.
@@ -97,8 +126,10 @@ type WaitConfig struct {
 
 // ErrNotDurable is wrapped by Claim's error when the claim was written but
 // WAIT or WAITAOF did not confirm it within WaitConfig.Timeout. The effect
-// must not run; the record stays in_progress under the caller's attempt id,
-// so a retry of the same attempt finds it as its own and waits again, and
+// must not run. The store then releases the claim (best effort: no effect
+// ran under it), so a retry claims the key afresh and waits again; a claim
+// it could not release stays in_progress under the caller's attempt id, a
+// retry of the same attempt finds it as its own and waits again, and
 // otherwise the lease turns it unknown.
 var ErrNotDurable = errors.New("redisstore: claim not confirmed durable")
 
@@ -109,8 +140,10 @@ type Store struct {
 	prefix string
 	wait   *WaitConfig
 	grace  time.Duration
-	pubCmd string      // "spublish", "publish" or ""
-	pubArg interface{} // pubCmd, boxed once for script arguments
+	// sentinel is Config.Sentinel: where CheckReplication asks Sentinel.
+	sentinel *redis.FailoverOptions
+	pubCmd   string      // "spublish", "publish" or ""
+	pubArg   interface{} // pubCmd, boxed once for script arguments
 	// finish is finishLua(pubCmd); finishSHA its hash, boxed once.
 	finish    *redis.Script
 	finishSHA interface{}
@@ -126,6 +159,15 @@ type Store struct {
 	// setNXGet is true when the server takes SET with both NX and GET
 	// (Redis 7.0+): Claim is then one plain command.
 	setNXGet bool
+
+	// pipelineWait is true when a claim and its WAIT go in one pipeline
+	// (claimAndWait): Redis 7.0+, a WAIT count, no WAITAOF, and a read
+	// timeout that outlasts the WAIT (a pipeline's reply is read under
+	// the client's ReadTimeout, a lone WAIT under its own timeout).
+	pipelineWait bool
+	// replicas holds, per primary, the online replicas its last ROLE
+	// listed (node address → *atomic.Int64), for AllReplicas.
+	replicas sync.Map
 }
 
 var (
@@ -150,7 +192,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	s := &Store{client: client, prefix: cfg.Prefix, wait: cfg.Wait, grace: cfg.ExpiryGrace}
+	s := &Store{client: client, prefix: cfg.Prefix, wait: cfg.Wait, grace: cfg.ExpiryGrace, sentinel: cfg.Sentinel}
 	s.cluster, _ = client.(*redis.ClusterClient)
 	s.readFirst = primaryReads(client)
 	if err := s.probe(ctx, cfg); err != nil {
@@ -187,6 +229,10 @@ func (c *Config) setDefaults() error {
 	if c.PubSub < PubSubAuto || c.PubSub > PubSubOff {
 		return fmt.Errorf("redisstore: Config.PubSub: unknown mode %d", c.PubSub)
 	}
+	if c.Wait != nil {
+		w := *c.Wait // the caller's struct is left as it was
+		c.Wait = &w
+	}
 	return c.Wait.validate()
 }
 
@@ -194,8 +240,17 @@ func (w *WaitConfig) validate() error {
 	if w == nil {
 		return nil
 	}
-	if w.Replicas < 0 || w.AOFLocal < 0 || w.AOFLocal > 1 || w.AOFReplicas < 0 {
-		return errors.New("redisstore: Config.Wait: Replicas and AOFReplicas must be >= 0, AOFLocal 0 or 1")
+	if w.Replicas < AllReplicas || w.AOFLocal < 0 || w.AOFLocal > 1 || w.AOFReplicas < 0 {
+		return errors.New("redisstore: Config.Wait: Replicas must be >= 0 or AllReplicas, AOFReplicas >= 0, AOFLocal 0 or 1")
+	}
+	if w.MinReplicas < 0 {
+		return errors.New("redisstore: Config.Wait.MinReplicas must not be negative")
+	}
+	if w.MinReplicas > 0 && w.Replicas != AllReplicas {
+		return errors.New("redisstore: Config.Wait.MinReplicas needs Replicas = AllReplicas (a fixed Replicas count is already the minimum)")
+	}
+	if w.Replicas == AllReplicas && w.MinReplicas == 0 {
+		w.MinReplicas = 1
 	}
 	if w.Replicas == 0 && w.AOFLocal == 0 && w.AOFReplicas == 0 {
 		return errors.New("redisstore: Config.Wait asks for no acknowledgement; set Replicas, AOFLocal or AOFReplicas, or leave Wait nil")
@@ -234,6 +289,10 @@ func (s *Store) probe(ctx context.Context, cfg Config) error {
 		return err
 	}
 	s.setNXGet = has7
+	if w := s.wait; w != nil && has7 && w.Replicas != 0 && w.AOFLocal == 0 && w.AOFReplicas == 0 {
+		rt := readTimeout(s.client)
+		s.pipelineWait = rt < 0 || w.Timeout+time.Second <= rt
+	}
 	switch cfg.PubSub {
 	case PubSubSharded:
 		s.pubCmd = "spublish"
@@ -246,6 +305,22 @@ func (s *Store) probe(ctx context.Context, cfg Config) error {
 		}
 	}
 	return nil
+}
+
+// readTimeout is the client's ReadTimeout (go-redis's 3s when unset;
+// negative: none).
+func readTimeout(c redis.UniversalClient) time.Duration {
+	var rt time.Duration
+	switch c := c.(type) {
+	case *redis.Client:
+		rt = c.Options().ReadTimeout
+	case *redis.ClusterClient:
+		rt = c.Options().ReadTimeout
+	}
+	if rt == 0 {
+		rt = 3 * time.Second
+	}
+	return rt
 }
 
 func (s *Store) hasCommand(ctx context.Context, name string) (bool, error) {
@@ -271,6 +346,34 @@ func (s *Store) check() error {
 		return idem.ErrClosed
 	}
 	return nil
+}
+
+// noteErr asks a Cluster client to reload its slot map after err, when
+// err may mean that the map is stale: a connection that failed (the
+// slot's master may have died and a replica taken over), CLUSTERDOWN,
+// TRYAGAIN, MOVED, ASK or READONLY. go-redis reloads the map on a
+// redirect it follows itself, and otherwise only every
+// ClusterOptions.ClusterStateReloadInterval (60s by default), so without
+// this a failover would cost the failed shard's claims up to a minute.
+// Reloads are lazy and coalesced by go-redis (at most one at a time, 200
+// ms apart). It returns err.
+func (s *Store) noteErr(err error) error {
+	if s.cluster == nil || err == nil || errors.Is(err, ErrNotDurable) {
+		return err
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		msg := rerr.Error()
+		stale := false
+		for _, p := range []string{"CLUSTERDOWN", "TRYAGAIN", "MOVED ", "ASK ", "READONLY"} {
+			stale = stale || strings.HasPrefix(msg, p)
+		}
+		if !stale {
+			return err
+		}
+	}
+	s.cluster.ReloadState(context.Background())
+	return err
 }
 
 func storeErr(op string, err error) error {

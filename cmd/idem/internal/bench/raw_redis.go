@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idem/cmd/idem/internal/storeopen"
+	"github.com/idemkit/idem/redisstore"
 )
 
 // Redis: idem's store gets prefix=<scratch>, the raw side keys under
@@ -30,6 +34,17 @@ func openRedisTarget(ctx context.Context, d storeopen.DSN, name string) (*target
 		note = redisDurabilityNote(cfg["appendonly"], cfg["appendfsync"])
 	}
 	raw := &redisRaw{c: client, prefix: name + "_raw:"}
+	if raw.wait, err = storeopen.RedisWait(d); err != nil {
+		_ = client.Close()
+		return nil, err
+	}
+	if raw.wait != nil {
+		if raw.replicas, err = countReplicas(ctx, client); err != nil {
+			_ = client.Close()
+			return nil, err
+		}
+		dur += ", claims wait: " + describeWait(raw.wait, raw.replicas)
+	}
 	cleanup := func(ctx context.Context) error { return deleteMatching(ctx, client, name+"*") }
 	return &target{idemDSN: withQuery(d.Raw, "prefix", name), raw: raw, cleanup: cleanup,
 		footprint: redisFootprint(client, name), prefill: storePrefill(raw),
@@ -70,14 +85,126 @@ func deleteMatching(ctx context.Context, c redis.UniversalClient, pattern string
 	return errors.Join(err, c.Close())
 }
 
-// redisRaw: SET NX claims, HSET records, HGETALL reads; no scripts.
+// redisRaw: SET NX claims, HSET records, HGETALL reads; no scripts. When
+// the DSN makes idem's claims wait (wait_replicas, wait_aof_*), each SET
+// NX is followed by the same WAIT (and WAITAOF) in one pipeline on the
+// claim's connection, as a hand-written client would send them: for
+// wait_replicas=all, WAIT for the replicas the key's primary had when
+// the bench started.
 type redisRaw struct {
 	c      redis.UniversalClient
 	prefix string
+	wait   *redisstore.WaitConfig
+	// replicas is each primary's online replicas at the start (ROLE), by
+	// address ("" for a standalone or Sentinel client).
+	replicas map[string]int
 }
 
 func (r *redisRaw) insert(ctx context.Context, key string) (bool, error) {
-	return r.c.SetNX(ctx, r.prefix+key+":lock", benchAttempt, time.Hour).Result()
+	k := r.prefix + key + ":lock"
+	if r.wait == nil {
+		return r.c.SetNX(ctx, k, benchAttempt, time.Hour).Result()
+	}
+	var p redis.Pipeliner
+	n := r.replicas[""]
+	switch c := r.c.(type) {
+	case *redis.ClusterClient:
+		node, err := c.MasterForKey(ctx, k)
+		if err != nil {
+			return false, err
+		}
+		p, n = node.Pipeline(), r.replicas[node.Options().Addr]
+	case *redis.Client:
+		p = c.Pipeline()
+	default:
+		return false, fmt.Errorf("raw: WAIT needs a *redis.Client or *redis.ClusterClient, got %T", r.c)
+	}
+	w := r.wait
+	if w.Replicas != redisstore.AllReplicas {
+		n = w.Replicas
+	} else {
+		n = max(n, w.MinReplicas, 1)
+	}
+	timeout := w.Timeout
+	if timeout == 0 {
+		timeout = time.Second
+	}
+	set := p.SetNX(ctx, k, benchAttempt, time.Hour)
+	// The Pipeliner has no WAIT of its own; Do sends it as written.
+	var wait, aof *redis.Cmd
+	if n > 0 {
+		wait = p.Do(ctx, "wait", n, timeout.Milliseconds())
+	}
+	if w.AOFLocal > 0 || w.AOFReplicas > 0 {
+		aof = p.Do(ctx, "waitaof", w.AOFLocal, w.AOFReplicas, timeout.Milliseconds())
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		return false, err
+	}
+	if wait != nil {
+		if k, err := wait.Int64(); err != nil || k < int64(n) {
+			return false, fmt.Errorf("raw: WAIT %d acknowledged by %d replicas within %s (%v)", n, k, timeout, err)
+		}
+	}
+	if aof != nil {
+		if v, err := aof.Int64Slice(); err != nil || len(v) != 2 || v[0] < int64(w.AOFLocal) || v[1] < int64(w.AOFReplicas) {
+			return false, fmt.Errorf("raw: WAITAOF %d %d acknowledged by %v (%v)", w.AOFLocal, w.AOFReplicas, v, err)
+		}
+	}
+	return set.Val(), nil
+}
+
+// countReplicas reads ROLE on each primary: how many replicas it counts as
+// online.
+func countReplicas(ctx context.Context, c redis.UniversalClient) (map[string]int, error) {
+	count := func(ctx context.Context, n interface {
+		Do(ctx context.Context, args ...interface{}) *redis.Cmd
+	}) (int, error) {
+		v, err := n.Do(ctx, "role").Slice()
+		if err != nil {
+			return 0, fmt.Errorf("ROLE: %w", err)
+		}
+		if len(v) != 3 || v[0] != "master" {
+			return 0, fmt.Errorf("ROLE: not a primary (%.40v)", v)
+		}
+		reps, _ := v[2].([]interface{})
+		return len(reps), nil
+	}
+	out := map[string]int{}
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		var mu sync.Mutex
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			k, err := count(ctx, n)
+			mu.Lock()
+			out[n.Options().Addr] = k
+			mu.Unlock()
+			return err
+		})
+		return out, err
+	}
+	k, err := count(ctx, c)
+	out[""] = k
+	return out, err
+}
+
+// describeWait says what claims wait for, for the report's header.
+func describeWait(w *redisstore.WaitConfig, replicas map[string]int) string {
+	var parts []string
+	switch {
+	case w.Replicas == redisstore.AllReplicas:
+		counts := make([]int, 0, len(replicas))
+		for _, n := range replicas {
+			counts = append(counts, n)
+		}
+		sort.Ints(counts)
+		parts = append(parts, fmt.Sprintf("WAIT for all replicas (%v online)", counts))
+	case w.Replicas > 0:
+		parts = append(parts, fmt.Sprintf("WAIT %d", w.Replicas))
+	}
+	if w.AOFLocal > 0 || w.AOFReplicas > 0 {
+		parts = append(parts, fmt.Sprintf("WAITAOF %d %d", w.AOFLocal, w.AOFReplicas))
+	}
+	return strings.Join(parts, " + ")
 }
 
 func (r *redisRaw) update(ctx context.Context, key string, result []byte) error {

@@ -95,7 +95,7 @@ func openTarget(ctx context.Context, dsn string) (*target, error) {
 		t, err = openSQLiteTarget(ctx, d, name)
 	case "mysql":
 		t, err = openMySQLTarget(ctx, d, name)
-	case "redis", "rediss", "redis+cluster":
+	case "redis", "rediss", "redis+cluster", "redis+sentinel":
 		t, err = openRedisTarget(ctx, d, name)
 	case "postgres", "postgresql":
 		t, err = openPostgresTarget(ctx, d, name)

@@ -27,10 +27,11 @@ var schemes = map[string]scheme{
 	"postgres":   {check: checkPostgres, open: openPostgres, migrationsSQL: postgresMigrations},
 	"postgresql": {check: checkPostgres, open: openPostgres, migrationsSQL: postgresMigrations},
 	// Redis keeps no schema: nothing to migrate.
-	"redis":         {check: checkRedis, open: openRedis},
-	"rediss":        {check: checkRedis, open: openRedis},
-	"redis+cluster": {check: checkRedis, open: openRedis},
-	"mysql":         {check: checkMySQL, open: openMySQL, migrationsSQL: mysqlMigrations},
+	"redis":          {check: checkRedis, open: openRedis},
+	"rediss":         {check: checkRedis, open: openRedis},
+	"redis+cluster":  {check: checkRedis, open: openRedis},
+	"redis+sentinel": {check: checkRedis, open: openRedis},
+	"mysql":          {check: checkMySQL, open: openMySQL, migrationsSQL: mysqlMigrations},
 }
 
 func checkMemory(d DSN) error {

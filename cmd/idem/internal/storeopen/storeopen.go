@@ -9,7 +9,9 @@
 //	postgres://…          PostgreSQL URL, passed to pgx as written
 //	postgresql://…        the same
 //	mysql://…             MySQL or MariaDB (mysql.go)
-//	redis://…, rediss://… Redis; redis+cluster://host:port,… a Redis Cluster (redis.go)
+//	redis://…, rediss://… Redis; redis+cluster://host:port,… a Redis Cluster;
+//	                      redis+sentinel://host:port,…/db?master=NAME a primary
+//	                      behind Sentinel (redis.go)
 //	memory://             in-process memory store (lost on exit)
 //
 // The SQL stores take group commit from the query: batch=2ms sets the batch
@@ -19,10 +21,12 @@
 // takes schema=NAME and notify=false (no LISTEN/NOTIFY, for CockroachDB and
 // YugabyteDB). idem removes its own parameters before pgx sees the URL.
 //
-// redis://, rediss:// and redis+cluster://host:port,host:port take
-// prefix=NAME and, to confirm each claim's durability before its effect
-// runs, wait_replicas=N, wait_aof_local=1, wait_aof_replicas=N and
-// wait_timeout=DURATION (see redis.go); the rest of the query goes to
+// redis://, rediss://, redis+cluster://host:port,host:port and
+// redis+sentinel://host:port,…?master=NAME take prefix=NAME and, to make
+// each claim durable on the replicas before its effect runs,
+// wait_replicas=all (or a count), min_replicas=N, wait_aof_local=1,
+// wait_aof_replicas=N and wait_timeout=DURATION; redis+cluster:// takes
+// cluster_refresh=DURATION (see redis.go); the rest of the query goes to
 // go-redis. mysql:// takes table=NAME; the rest goes to the driver.
 package storeopen
 
@@ -61,10 +65,24 @@ type DSN struct {
 }
 
 // Redacted returns the DSN with any password replaced by "xxxxx", for
-// logs and error messages.
+// logs and error messages: the one before @, and the password and
+// sentinel_password query parameters.
 func (d DSN) Redacted() string {
 	u, err := url.Parse(d.Raw)
-	if err != nil || u.User == nil {
+	if err != nil {
+		return d.Raw
+	}
+	q := u.Query()
+	hidden := false
+	for _, k := range []string{"password", "sentinel_password"} {
+		if q.Has(k) {
+			q.Set(k, "xxxxx")
+			hidden = true
+		}
+	}
+	if hidden {
+		u.RawQuery = q.Encode()
+	} else if u.User == nil {
 		return d.Raw
 	}
 	return u.Redacted()
