@@ -193,8 +193,6 @@ func newHeader(d storeopen.DSN, opt Options) Header {
 }
 
 func newWorkload(st idem.Store, raw rawStore, payload int) (*workload, error) {
-	// A benchmark's records are scratch: it runs on a store that can
-	// forget them as well (idem doctor is the place to judge the store).
 	// Scratch records: the bench measures a store whatever its durability
 	// and replication (the header says which), unreplicated claims on a
 	// replicated server included, as a baseline for replicated ones.
