@@ -54,10 +54,10 @@ func (m *Middleware) errorProblem(ctx context.Context, scope string, err error, 
 		p.RetryAfter = retrySeconds(fe.RetryAfter)
 		return p
 	case errors.As(err, &ue):
-		p := problem(TypeOutcomeUnknown, http.StatusConflict, "outcome unknown",
-			"the first request with this key may or may not have been applied; it will not be run again until its outcome is resolved")
-		p.RetryAfter = retrySeconds(ue.RetryAfter)
-		return p
+		// No Retry-After: waiting does not resolve an unknown outcome,
+		// recovery or an operator does.
+		return problem(TypeOutcomeUnknown, http.StatusConflict, "outcome unknown",
+			"the first request with this key may or may not have been applied; it will not be run again until its outcome is resolved (do not retry it with a new key)")
 	case errors.As(err, &te):
 		return problem(TypeIntentTooLarge, http.StatusRequestEntityTooLarge, "request intent too large",
 			fmt.Sprintf("what this request records with its key (%d bytes) exceeds the server's bound of %d bytes; nothing was claimed: send a smaller request", te.Size, te.Max))
