@@ -60,8 +60,15 @@ type Config struct {
 	// ReleaseStatuses are response statuses that mean "not applied" (for
 	// example 429 and 503 from a service that sheds load before doing
 	// anything): the key is released instead of recorded, so a retry runs
-	// again. Defaults to none: every response is recorded.
+	// again. Defaults to none: every response is recorded; under
+	// [CompatStripe], to [StripeReleaseStatuses]. An empty, non-nil list
+	// is none under either profile.
 	ReleaseStatuses []int
+	// Compat is the client profile of the answers: [CompatIETF] (RFC 9457
+	// problems, 422 for a reused key) or [CompatStripe] (Stripe's answers
+	// and headers, for clients built on Stripe's SDKs). Defaults to
+	// CompatIETF.
+	Compat Compat
 	// Route returns the route part of the fingerprint. Defaults to
 	// [DefaultRoute] (the path and sorted query).
 	Route func(r *http.Request) string
@@ -127,6 +134,15 @@ func (c *Config) fill(engineLogger *slog.Logger) error {
 	}
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = DefaultWriteTimeout
+	}
+	switch c.Compat {
+	case CompatIETF:
+	case CompatStripe:
+		if c.ReleaseStatuses == nil {
+			c.ReleaseStatuses = append([]int(nil), StripeReleaseStatuses...)
+		}
+	default:
+		errs = append(errs, fmt.Errorf("idemhttp: Config.Compat: unknown profile %d", c.Compat))
 	}
 	for _, s := range c.ReleaseStatuses {
 		if s < 100 || s > 999 {

@@ -141,6 +141,10 @@ type ProblemError struct {
 	Code string `json:"code"`
 	// Message is the problem's detail (or title).
 	Message string `json:"message"`
+	// Param names the one request parameter the error is about, as
+	// Stripe's errors do: under [CompatStripe], the one field a reused
+	// key's request changed.
+	Param string `json:"param,omitempty"`
 }
 
 // stripeError says how a problem type reads to a Stripe-style client: its
