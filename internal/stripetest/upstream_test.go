@@ -22,8 +22,8 @@ const stripeVersion = "2025-01-27.acacia"
 type upstream struct {
 	*httptest.Server
 	mu      sync.Mutex
-	charges map[string]int      // metadata[order] → charges made
-	keys    map[string][]string // metadata[order] → Idempotency-Key of each arrival
+	charges map[string]int           // metadata[order] → charges made
+	keys    map[string][]string      // metadata[order] → Idempotency-Key of each arrival
 	arrived map[string]chan struct{} // metadata[order] → a token per arrival
 }
 
