@@ -110,7 +110,9 @@ func TestProxyCompatStripe(t *testing.T) {
 	}
 	mm := form(p, "k1", "amount=200&currency=usd")
 	wantCode(t, mm, 400, "key-mismatch")
-	var body struct{ Error struct{ Type, Code, Param string } }
+	var body struct {
+		Error struct{ Type, Code, Param string }
+	}
 	if err := json.Unmarshal([]byte(mm.body), &body); err != nil || body.Error.Type != "idempotency_error" || body.Error.Param != "amount" {
 		t.Fatalf("mismatch body %s (%v)", mm.body, err)
 	}
