@@ -30,9 +30,10 @@ type Config struct {
 	// MaxBody bounds the request body read to fingerprint it; a larger body
 	// is refused with 413 before anything is claimed. Defaults to 1 MiB.
 	MaxBody int64
-	// MaxDigests bounds the members of a JSON object body that get a
-	// digest of their own in the intent, so that a 422 can name the
-	// members a retry changed: the first MaxDigests in canonical order
+	// MaxDigests bounds the members of a JSON object body (or the
+	// top-level fields of a form body) that get a digest of their own in
+	// the intent, so that a 422 can name the members a retry changed: the
+	// first MaxDigests in canonical order
 	// (sorted by name); the rest share one, named "…" in a 422 (see
 	// [idem.BodyHasher]). A body of many tiny members thus stores a short
 	// list. Negative: no member gets its own. Defaults to
