@@ -211,9 +211,9 @@ func goReplay(t *testing.T, p *proxy, u *upstream, pr profile, order string) str
 // error that says so, without Retry-After.
 func goUnknown(t *testing.T, p *proxy, u *upstream, pr profile, order string) string {
 	sc := goClient(p, 10*time.Second)
-	ch, err := charge(context.Background(), sc, order, order, 4*time.Second, nil)
+	_, err := charge(context.Background(), sc, order, order, 4*time.Second, nil)
 	wantGoError[*stripe.APIError](t, pr, err, http.StatusGatewayTimeout, "upstream_timeout")
-	ch, err = charge(context.Background(), sc, order, order, 4*time.Second, nil)
+	ch, err := charge(context.Background(), sc, order, order, 4*time.Second, nil)
 	se := wantGoError[*stripe.IdempotencyError](t, pr, err, http.StatusConflict, "idempotency_outcome_unknown")
 	if h := se.LastResponse.Header; h.Get("Retry-After") != "" || h.Get("Stripe-Should-Retry") != "false" {
 		t.Errorf("unknown outcome: Retry-After %q, Stripe-Should-Retry %q; want none, false", h.Get("Retry-After"), h.Get("Stripe-Should-Retry"))
