@@ -57,6 +57,24 @@ func NewFingerprint(parts ...[]byte) Fingerprint {
 var (
 	fingerprintJSONTag = []byte("idem/body/json/v1")
 	fingerprintRawTag  = []byte("idem/body/raw/v1")
+	fingerprintFormTag = []byte("idem/body/form/v1")
+)
+
+// BodyKind says how a request body is canonicalised for its fingerprint.
+type BodyKind uint8
+
+const (
+	// BodyRaw bodies are hashed as bytes and have no member digests.
+	BodyRaw BodyKind = iota
+	// BodyJSON bodies are hashed in canonical form ([CanonicalJSON]); a
+	// JSON object's members get digests.
+	BodyJSON
+	// BodyForm bodies (application/x-www-form-urlencoded) are hashed in
+	// canonical form ([CanonicalForm]), and each top-level field (the
+	// part of a name before its first '[') gets a digest. A body that has
+	// no canonical form is hashed as bytes, as a BodyRaw body is, with no
+	// digests: a byte-identical retry still matches.
+	BodyForm
 )
 
 // DefaultMaxDigests is the number of a JSON object's members that get a
@@ -127,9 +145,51 @@ func (h BodyHasher) Hash(method, route string, body []byte, isJSON bool) (Finger
 // Append is [BodyHasher.Hash] that appends the encoded digests to dst
 // rather than allocate them, for a caller that keeps a buffer.
 func (h BodyHasher) Append(dst []byte, method, route string, body []byte, isJSON bool) (Fingerprint, []byte, error) {
-	if !isJSON {
-		return NewFingerprint(fingerprintRawTag, []byte(method), []byte(route), body), dst, nil
+	kind := BodyRaw
+	if isJSON {
+		kind = BodyJSON
 	}
+	return h.AppendBody(dst, method, route, body, kind)
+}
+
+// AppendBody is [BodyHasher.Append] for a body of any [BodyKind]. The
+// error is a [*JSONError] for a BodyJSON body that is not valid JSON, and
+// always nil for the other kinds. Each kind hashes under its own domain
+// tag, so bodies of different kinds never share a fingerprint.
+func (h BodyHasher) AppendBody(dst []byte, method, route string, body []byte, kind BodyKind) (Fingerprint, []byte, error) {
+	switch kind {
+	case BodyJSON:
+		return h.appendJSON(dst, method, route, body)
+	case BodyForm:
+		if fp, d, ok := h.appendForm(dst, method, route, body); ok {
+			return fp, d, nil
+		}
+	}
+	return NewFingerprint(fingerprintRawTag, []byte(method), []byte(route), body), dst, nil
+}
+
+// appendForm is AppendBody for a form body; ok is false when it has no
+// canonical form.
+func (h BodyHasher) appendForm(dst []byte, method, route string, body []byte) (Fingerprint, []byte, bool) {
+	f := formPool.Get().(*formCanon)
+	defer f.release()
+	if f.parse(body) != nil {
+		return Fingerprint{}, dst, false
+	}
+	canon := f.appendCanonical(f.text[:0])
+	fp := NewFingerprint(fingerprintFormTag, []byte(method), []byte(route), canon)
+	f.text = canon[:0] // keep the grown buffer
+	return fp, f.appendDigests(dst, h.limit()), true
+}
+
+func (h BodyHasher) limit() int {
+	if h.MaxDigests == 0 {
+		return DefaultMaxDigests
+	}
+	return h.MaxDigests
+}
+
+func (h BodyHasher) appendJSON(dst []byte, method, route string, body []byte) (Fingerprint, []byte, error) {
 	c := canonPool.Get().(*canonicalizer)
 	defer c.release()
 	c.src, c.out = body, c.own[:0]
@@ -138,11 +198,7 @@ func (h BodyHasher) Append(dst []byte, method, route string, body []byte, isJSON
 	if err != nil {
 		return Fingerprint{}, dst, err
 	}
-	limit := h.MaxDigests
-	if limit == 0 {
-		limit = DefaultMaxDigests
-	}
-	return NewFingerprint(fingerprintJSONTag, []byte(method), []byte(route), c.out), appendDigests(dst, c.out, limit), nil
+	return NewFingerprint(fingerprintJSONTag, []byte(method), []byte(route), c.out), appendDigests(dst, c.out, h.limit()), nil
 }
 
 // appendDigests appends the encoded digests of the canonical document canon
@@ -186,11 +242,16 @@ func appendEntry(dst []byte, start int) []byte {
 
 // appendDigest appends name (already escaped), '=' and the digest of value.
 func appendDigest(dst, name, value []byte) []byte {
+	return appendDigestSum(dst, name, xxhash.Sum64(value))
+}
+
+// appendDigestSum appends name (already escaped), '=' and the digest sum.
+func appendDigestSum(dst, name []byte, sum uint64) []byte {
 	dst = append(dst, name...)
 	dst = append(dst, '=')
-	var sum [8]byte
-	binary.BigEndian.PutUint64(sum[:], xxhash.Sum64(value))
-	return hex.AppendEncode(dst, sum[:])
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], sum)
+	return hex.AppendEncode(dst, b[:])
 }
 
 // escapedLen is the length of the canonical string content s once

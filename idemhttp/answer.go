@@ -47,6 +47,9 @@ func (m *Middleware) errorProblem(ctx context.Context, scope string, err error, 
 		p := problem(TypeKeyMismatch, http.StatusUnprocessableEntity, "Idempotency-Key reused with a different request",
 			"this key was already used with a different method, route or body; use a new key for a new request")
 		p.Fields = m.mismatchFields(scope, me.Record, in)
+		if m.cfg.Compat == CompatStripe {
+			stripeMismatch(p, me.Key)
+		}
 		return p
 	case errors.As(err, &fe):
 		p := problem(TypeInFlight, http.StatusConflict, "request in flight",
@@ -54,10 +57,10 @@ func (m *Middleware) errorProblem(ctx context.Context, scope string, err error, 
 		p.RetryAfter = retrySeconds(fe.RetryAfter)
 		return p
 	case errors.As(err, &ue):
-		p := problem(TypeOutcomeUnknown, http.StatusConflict, "outcome unknown",
-			"the first request with this key may or may not have been applied; it will not be run again until its outcome is resolved")
-		p.RetryAfter = retrySeconds(ue.RetryAfter)
-		return p
+		// No Retry-After: waiting does not resolve an unknown outcome,
+		// recovery or an operator does.
+		return problem(TypeOutcomeUnknown, http.StatusConflict, "outcome unknown",
+			"the first request with this key may or may not have been applied; it will not be run again until its outcome is resolved (do not retry it with a new key)")
 	case errors.As(err, &te):
 		return problem(TypeIntentTooLarge, http.StatusRequestEntityTooLarge, "request intent too large",
 			fmt.Sprintf("what this request records with its key (%d bytes) exceeds the server's bound of %d bytes; nothing was claimed: send a smaller request", te.Size, te.Max))
@@ -117,13 +120,14 @@ func (m *Middleware) cancelled(ctx context.Context, err error, detail string) *P
 	return problem(TypeRequestCancelled, StatusClientClosedRequest, "request cancelled", detail)
 }
 
-// mismatchFields names the top-level JSON members that differ between the
-// request that first used the key and this one, when both bodies are JSON
-// objects, from digests keyed for the request's scope (see digestkey.go).
+// mismatchFields names the top-level JSON members or form fields that
+// differ between the request that first used the key and this one, when
+// both bodies are JSON objects or both forms, from digests keyed for the
+// request's scope (see digestkey.go).
 // Only names are returned, never values; none in the global scope, or for a
 // record keyed with another secret.
 func (m *Middleware) mismatchFields(scope string, rec *idem.Record, in *input) []string {
-	if scope == "" || rec == nil || !in.object || in.digests == nil {
+	if scope == "" || rec == nil || !in.fields || in.digests == nil {
 		return nil
 	}
 	intent, err := idem.DecodeIntent(rec.Intent)

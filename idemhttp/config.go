@@ -30,9 +30,10 @@ type Config struct {
 	// MaxBody bounds the request body read to fingerprint it; a larger body
 	// is refused with 413 before anything is claimed. Defaults to 1 MiB.
 	MaxBody int64
-	// MaxDigests bounds the members of a JSON object body that get a
-	// digest of their own in the intent, so that a 422 can name the
-	// members a retry changed: the first MaxDigests in canonical order
+	// MaxDigests bounds the members of a JSON object body (or the
+	// top-level fields of a form body) that get a digest of their own in
+	// the intent, so that a 422 can name the members a retry changed: the
+	// first MaxDigests in canonical order
 	// (sorted by name); the rest share one, named "…" in a 422 (see
 	// [idem.BodyHasher]). A body of many tiny members thus stores a short
 	// list. Negative: no member gets its own. Defaults to
@@ -60,8 +61,15 @@ type Config struct {
 	// ReleaseStatuses are response statuses that mean "not applied" (for
 	// example 429 and 503 from a service that sheds load before doing
 	// anything): the key is released instead of recorded, so a retry runs
-	// again. Defaults to none: every response is recorded.
+	// again. Defaults to none: every response is recorded; under
+	// [CompatStripe], to [StripeReleaseStatuses]. An empty, non-nil list
+	// is none under either profile.
 	ReleaseStatuses []int
+	// Compat is the client profile of the answers: [CompatIETF] (RFC 9457
+	// problems, 422 for a reused key) or [CompatStripe] (Stripe's answers
+	// and headers, for clients built on Stripe's SDKs). Defaults to
+	// CompatIETF.
+	Compat Compat
 	// Route returns the route part of the fingerprint. Defaults to
 	// [DefaultRoute] (the path and sorted query).
 	Route func(r *http.Request) string
@@ -127,6 +135,15 @@ func (c *Config) fill(engineLogger *slog.Logger) error {
 	}
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = DefaultWriteTimeout
+	}
+	switch c.Compat {
+	case CompatIETF:
+	case CompatStripe:
+		if c.ReleaseStatuses == nil {
+			c.ReleaseStatuses = append([]int(nil), StripeReleaseStatuses...)
+		}
+	default:
+		errs = append(errs, fmt.Errorf("idemhttp: Config.Compat: unknown profile %d", c.Compat))
 	}
 	for _, s := range c.ReleaseStatuses {
 		if s < 100 || s > 999 {

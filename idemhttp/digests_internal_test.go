@@ -26,7 +26,7 @@ func testInput(t *testing.T, body []byte) *input {
 		t.Fatal(err)
 	}
 	b := []byte(d)
-	return &input{body: body, object: len(d) > 0, digests: &b}
+	return &input{body: body, fields: len(d) > 0, digests: &b}
 }
 
 // storedIntent is the record a first request with body made in scope.

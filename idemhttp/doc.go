@@ -17,9 +17,12 @@
 //     MaxResponse). A client that leaves or stops reading changes nothing
 //     about the outcome; it is reported as [idem.EventClientGone];
 //   - duplicate: the recorded response, with Idempotent-Replayed: true;
-//   - same key, other request: 422, naming the top-level JSON fields that
-//     differ (from digests keyed per scope; none in the global scope),
-//     never their values;
+//   - same key, other request: 422 (400 idempotency_error under
+//     [CompatStripe]), naming the top-level JSON members or form fields
+//     that differ (from digests keyed per scope; none in the global
+//     scope), never their values. JSON and form bodies are compared by
+//     their canonical forms ([idem.CanonicalJSON], [idem.CanonicalForm]);
+//     other bodies byte for byte;
 //   - duplicate while the first runs: 409 with Retry-After, or a wait then
 //     a replay (idem.InFlightWait);
 //   - outcome unknown (lease expired, crash, [MarkUnknown], panic): 409
@@ -30,7 +33,9 @@
 //   - a request asking to switch protocols (Upgrade): 400, nothing claimed.
 //
 // Every error is application/problem+json (RFC 9457) with a stable type
-// URI (the Type constants), documented in docs/http.md.
+// URI (the Type constants), documented in docs/http.md, and an "error"
+// member that Stripe-style SDKs raise. Config.Compat = [CompatStripe]
+// answers as Stripe's API does for clients built on its SDKs.
 //
 // Keys are scoped: Config.Scope returns the authenticated principal, so one
 // principal is never served another's response. [TrustedHeaderScope] takes

@@ -187,3 +187,13 @@ func IsJSONContentType(ct string) bool {
 	}
 	return httpsyntax.IsToken(sub[:len(sub)-len(suffix)])
 }
+
+// IsFormContentType reports whether the Content-Type value ct is
+// application/x-www-form-urlencoded, in any case, with or without
+// parameters.
+func IsFormContentType(ct string) bool {
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	return strings.EqualFold(strings.TrimSpace(ct), "application/x-www-form-urlencoded")
+}

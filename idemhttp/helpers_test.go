@@ -137,3 +137,11 @@ func wantProblem(t *testing.T, r reply, status int, typ string) idemhttp.Problem
 }
 
 func discardLog() *log.Logger { return log.New(io.Discard, "", 0) }
+
+// wantCalls fails unless the handler ran n times.
+func (e *env) wantCalls(n int64) {
+	e.t.Helper()
+	if got := e.calls.Load(); got != n {
+		e.t.Fatalf("the handler ran %d times, want %d", got, n)
+	}
+}

@@ -41,7 +41,11 @@ func New(engine *idem.Engine, cfg Config) (*Middleware, error) {
 	if err := cfg.fill(engine.Config().Logger); err != nil {
 		return nil, err
 	}
-	allow, err := allowList(cfg.RecordHeaders)
+	extra := cfg.RecordHeaders
+	if cfg.Compat == CompatStripe {
+		extra = append(slices.Clip(extra), StripeRecordHeaders...)
+	}
+	allow, err := allowList(extra)
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +90,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if ru == nil {
 		next.ServeHTTP(w, r)
 		return
+	}
+	if m.cfg.Compat == CompatStripe {
+		w = &stripeWriter{ResponseWriter: w, key: r.Header.Get(HeaderName)}
 	}
 	key, err := KeyFromHeader(r.Header)
 	switch {
@@ -158,12 +165,17 @@ func keyReason(err error) string {
 type input struct {
 	body []byte
 	fp   idem.Fingerprint
-	// object is set when the body is a JSON object; digests (a pooled
-	// buffer, held until release) then holds its members' encoded
-	// idem.Digests, computed with the fingerprint and turned into a
-	// string only when a claim is written.
-	object  bool
+	// fields is set when the body is a JSON object or a canonical form;
+	// digests (a pooled buffer, held until release) then holds its
+	// members' or fields' encoded idem.Digests, computed with the
+	// fingerprint and turned into a string only when a claim is written.
+	fields  bool
 	digests *[]byte
+	// form is set for a form body (whatever its canonical form): a
+	// record claimed before form bodies were canonicalised has its raw
+	// fingerprint (see legacyFingerprint).
+	form  bool
+	route string
 }
 
 // digestBufs holds encoded-digest buffers between requests. The digest
@@ -203,7 +215,7 @@ func (m *Middleware) prepare(r *http.Request, scope string, in *input) *Problem 
 		}
 		in.body = b
 	}
-	isJSON := len(in.body) > 0 && IsJSONContentType(r.Header.Get("Content-Type"))
+	kind := bodyKind(r.Header.Get("Content-Type"), in.body)
 	dp := digestBufs.Get().(*[]byte)
 	h := m.hasher
 	if scope == "" {
@@ -211,15 +223,32 @@ func (m *Middleware) prepare(r *http.Request, scope string, in *input) *Problem 
 		// member needs one of its own.
 		h.MaxDigests = -1
 	}
-	fp, d, err := h.Append((*dp)[:0], r.Method, m.cfg.Route(r), in.body, isJSON)
+	in.route = m.cfg.Route(r)
+	fp, d, err := h.AppendBody((*dp)[:0], r.Method, in.route, in.body, kind)
 	*dp = d
 	in.fp, in.digests = fp, dp
-	in.object = isJSON && err == nil && firstByte(in.body) == '{'
+	in.form = kind == idem.BodyForm
+	in.fields = kind == idem.BodyJSON && err == nil && firstByte(in.body) == '{' || in.form && len(d) > 0
 	if err != nil {
 		return problem(TypeBodyInvalidJSON, http.StatusBadRequest, "invalid JSON body",
 			"the body is declared as JSON but is not valid JSON: "+jsonReason(err))
 	}
 	return nil
+}
+
+// bodyKind is how a body with Content-Type ct is canonicalised for its
+// fingerprint: JSON and form bodies by their meaning, others (and an
+// empty body) as bytes.
+func bodyKind(ct string, body []byte) idem.BodyKind {
+	switch {
+	case len(body) == 0:
+		return idem.BodyRaw
+	case IsJSONContentType(ct):
+		return idem.BodyJSON
+	case IsFormContentType(ct):
+		return idem.BodyForm
+	}
+	return idem.BodyRaw
 }
 
 // firstByte is b's first byte that is not JSON whitespace, or 0.
@@ -350,6 +379,12 @@ func (c *call) run(req idem.Request) {
 		}()
 	}
 	res, err := m.engine.DoBytes(c.r.Context(), req, c.effect)
+	if err != nil && c.in.form && !c.ran {
+		if fp, ok := c.legacyFingerprint(err); ok {
+			req.Fingerprint = fp
+			res, err = m.engine.DoBytes(c.r.Context(), req, c.effect)
+		}
+	}
 	if !c.ran {
 		setWriteDeadline(c.w, m.cfg.WriteTimeout)
 		m.answer(c.w, c.r, c.scope, res, err, &c.in)
@@ -376,6 +411,19 @@ func (c *call) run(req idem.Request) {
 	if c.rec.gone || errors.Is(c.r.Context().Err(), context.Canceled) {
 		c.clientGone(&req, err)
 	}
+}
+
+// legacyFingerprint returns the fingerprint under which the record that
+// err reports a mismatch with was claimed, when that is this very request
+// hashed as bytes: form bodies were hashed so before they were
+// canonicalised, and a retry of a request recorded then is no mismatch.
+func (c *call) legacyFingerprint(err error) (idem.Fingerprint, bool) {
+	var me *idem.MismatchError
+	if !errors.As(err, &me) || me.Record == nil {
+		return idem.Fingerprint{}, false
+	}
+	fp, _, _ := idem.FingerprintBody(c.r.Method, c.in.route, c.in.body, false)
+	return fp, me.Record.Fingerprint == fp
 }
 
 // clientGone reports a client that went away while its request ran or

@@ -31,14 +31,17 @@ const (
 	// so it has no canonical form to fingerprint (400).
 	TypeBodyInvalidJSON = ProblemBase + "body-invalid-json"
 	// TypeKeyMismatch: the key was already used with a different request
-	// (422). The "fields" member names differing top-level JSON fields.
+	// (422; 400 under [CompatStripe]). The "fields" member names the
+	// differing top-level JSON members or form fields.
 	TypeKeyMismatch = ProblemBase + "key-mismatch"
 	// TypeInFlight: a request with this key is being processed (409, with
 	// Retry-After).
 	TypeInFlight = ProblemBase + "in-flight"
 	// TypeOutcomeUnknown: the first attempt's outcome could not be decided
 	// (lease expired, crash, upstream timeout). It is never re-run; it waits
-	// for recovery or an operator (409, with Retry-After).
+	// for recovery or an operator (409, without Retry-After: waiting does
+	// not resolve it, and a client that honours Retry-After would poll a
+	// record only an operator changes).
 	TypeOutcomeUnknown = ProblemBase + "outcome-unknown"
 	// TypeStoreUnavailable: the record store could not be reached; the
 	// request was not run (503, with Retry-After).
@@ -138,6 +141,10 @@ type ProblemError struct {
 	Code string `json:"code"`
 	// Message is the problem's detail (or title).
 	Message string `json:"message"`
+	// Param names the one request parameter the error is about, as
+	// Stripe's errors do: under [CompatStripe], the one field a reused
+	// key's request changed.
+	Param string `json:"param,omitempty"`
 }
 
 // stripeError says how a problem type reads to a Stripe-style client: its

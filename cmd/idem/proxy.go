@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,7 +38,7 @@ const DefaultReleaseStatus = "429"
 
 type proxyOpts struct {
 	listen, upstream, store, admin, scopeHeader, inFlight string
-	spool, keyFile, quotaRate                             string
+	spool, keyFile, quotaRate, compat                     string
 	quotaInFlight                                         int
 	methods, releaseStatus                                string
 	requireKey, migrate                                   bool
@@ -61,7 +62,7 @@ type proxyOpts struct {
 
 func cmdProxy(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("proxy",
-		"idem proxy --upstream URL (--global-scope | --scope-header NAME | --scope-jwt --jwks FILE|URL [--scope-claim CLAIM[,CLAIM]] [--jwt-audience AUD]) [--digest-secret-file FILE] [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--in-flight reject|wait] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--forward-key=false] [--record-header NAME]... [--intent FIELD=POINTER]... [--upstream-timeout DUR] [--write-timeout DUR] [--finish-timeout DUR] [--spool DIR] [--encryption-key-file FILE] [--scope-quota-inflight N] [--scope-quota-rate N/min] [--migrate=false] [--allow-volatile-store] [--allow-async-replication] [--body-timeout DUR] [--shutdown-timeout DUR]",
+		"idem proxy --upstream URL (--global-scope | --scope-header NAME | --scope-jwt --jwks FILE|URL [--scope-claim CLAIM[,CLAIM]] [--jwt-audience AUD]) [--digest-secret-file FILE] [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--compat ietf|stripe] [--in-flight wait|reject] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--forward-key=false] [--record-header NAME]... [--intent FIELD=POINTER]... [--upstream-timeout DUR] [--write-timeout DUR] [--finish-timeout DUR] [--spool DIR] [--encryption-key-file FILE] [--scope-quota-inflight N] [--scope-quota-rate N/min] [--migrate=false] [--allow-volatile-store] [--allow-async-replication] [--body-timeout DUR] [--shutdown-timeout DUR]",
 		"Reverse proxy that makes an HTTP API's mutating requests idempotent with the\n"+
 			"Idempotency-Key header. GET, HEAD and OPTIONS pass through untouched.\n"+
 			"Responses are recorded and replayed with Idempotent-Replayed: true; see docs/http.md.\n"+
@@ -83,8 +84,9 @@ func cmdProxy(ctx context.Context, e *env, args []string) int {
 	f.StringVar(&o.jwtAudience, "jwt-audience", "", "with --scope-jwt: refuse tokens whose aud does not name `AUD`")
 	f.BoolVar(&o.globalScope, "global-scope", false, "every caller shares one key namespace: any caller can replay another's response by reusing its key (for a single trusted client); a 422 then names no differing fields")
 	f.StringVar(&o.secretFile, "digest-secret-file", "", "a `FILE` holding the secret (16 bytes or more) that keys the per-scope field digests a 422 compares; give replicas sharing a store the same one. Default: a random secret per process")
-	f.StringVar(&o.inFlight, "in-flight", "reject", "what a duplicate does while the first request runs: reject (409) or wait (then replay)")
-	o.wait = f.duration("wait", 10*time.Second, "how long a duplicate waits with --in-flight wait")
+	f.StringVar(&o.compat, "compat", "ietf", "the answers' profile: ietf (RFC 9457 problems, 422 for a reused key) or stripe (Stripe's answers for stripe-go and stripe-node: 400 idempotency_error for a reused key, Request-Id on every answer, Idempotency-Key and Stripe-Version replayed, --release-status "+statusList(idemhttp.StripeReleaseStatuses)+" by default); see docs/http.md")
+	f.StringVar(&o.inFlight, "in-flight", "wait", "what a duplicate does while the first request runs: wait (then replay its outcome, or 409 past --wait) or reject (409 at once)")
+	o.wait = f.duration("wait", 0, "how long a duplicate waits with --in-flight wait before 409 (default: --upstream-timeout plus the 5s its outcome has to be recorded, the first request's whole bound; "+DefaultUpstreamTimeout.String()+" with --upstream-timeout 0)")
 	o.lease = f.duration("lease", 30*time.Second, "how long a request may run without a heartbeat before it is unknown")
 	o.ttl = f.duration("ttl", 24*time.Hour, "how long recorded responses replay (e.g. 24h, 30d)")
 	f.Var(o.cover, "cover", "a window the TTL must cover, NAME=DUR (repeatable); the proxy refuses to start if --ttl is shorter")
@@ -174,6 +176,11 @@ type plan struct {
 	keys *idem.Keyring
 	// quota is --scope-quota-inflight and --scope-quota-rate.
 	quota idemhttp.ScopeQuota
+	// compat is --compat.
+	compat idemhttp.Compat
+	// wait bounds an in-flight duplicate's wait: --wait, or by default
+	// the first request's own bound.
+	wait time.Duration
 }
 
 func (o *proxyOpts) plan() (*plan, error) {
@@ -202,8 +209,18 @@ func (o *proxyOpts) plan() (*plan, error) {
 	if len(p.methods) == 0 {
 		return nil, errors.New("--methods is empty")
 	}
-	if p.release, err = parseStatusList(o.releaseStatus); err != nil {
+	if p.compat, err = idemhttp.ParseCompat(o.compat); err != nil {
+		return nil, fmt.Errorf("--compat must be ietf or stripe, got %q", o.compat)
+	}
+	release := o.releaseStatus
+	if p.compat == idemhttp.CompatStripe && !o.set["release-status"] {
+		release = statusList(idemhttp.StripeReleaseStatuses)
+	}
+	if p.release, err = parseStatusList(release); err != nil {
 		return nil, fmt.Errorf("--release-status: %w", err)
+	}
+	if p.release == nil {
+		p.release = []int{} // none: not the profile's default
 	}
 	for _, s := range p.release {
 		if s < 400 {
@@ -234,6 +251,14 @@ func (o *proxyOpts) plan() (*plan, error) {
 		return nil, errors.New("--upstream-timeout and --write-timeout must not be negative (0: no limit)")
 	}
 	p.upstreamTimeout = *o.upstreamTimeout
+	switch p.wait = *o.wait; {
+	case p.wait < 0:
+		return nil, errors.New("--wait must not be negative")
+	case p.wait == 0 && p.upstreamTimeout > 0:
+		p.wait = effectTimeout(p.upstreamTimeout)
+	case p.wait == 0:
+		p.wait = DefaultUpstreamTimeout
+	}
 	p.writeTimeout = *o.writeTimeout
 	if p.writeTimeout == 0 {
 		p.writeTimeout = -1
@@ -288,7 +313,7 @@ func runProxy(ctx context.Context, e *env, o proxyOpts, p *plan) error {
 		}
 	}
 	eng, err := idem.New(st, idem.Config{TTL: *o.ttl, Cover: o.cover, Lease: *o.lease, InFlight: p.inFlight,
-		Wait: *o.wait, Observer: obs, Logger: log, Spool: spool, FinishTimeout: *o.finishTimeout,
+		Wait: p.wait, Observer: obs, Logger: log, Spool: spool, FinishTimeout: *o.finishTimeout,
 		EffectTimeout: effectTimeout(p.upstreamTimeout), AllowVolatileStore: o.allowVolatile,
 		AllowAsyncReplication: o.allowAsync, Encryption: p.keys})
 	if err != nil {
@@ -330,7 +355,8 @@ func runProxy(ctx context.Context, e *env, o proxyOpts, p *plan) error {
 		log.Info("idem proxy: recorded responses and intents are encrypted at rest", "key_id", p.keys.CurrentID(), "keys", len(p.keys.IDs()))
 	}
 	log.Info("idem proxy listening", append([]any{"addr", ln.Addr().String(), "upstream", p.upstream.String(),
-		"store", redacted(o.store), "methods", strings.Join(p.methods, ",")}, p.scope.describe()...)...)
+		"store", redacted(o.store), "methods", strings.Join(p.methods, ","), "compat", p.compat.String(),
+		"in_flight", o.inFlight, "wait", p.wait.String()}, p.scope.describe()...)...)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -351,6 +377,15 @@ func runProxy(ctx context.Context, e *env, o proxyOpts, p *plan) error {
 	}
 	log.Info("idem proxy stopped")
 	return nil
+}
+
+// statusList is statuses as --release-status takes them.
+func statusList(statuses []int) string {
+	s := make([]string, len(statuses))
+	for i, n := range statuses {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
 }
 
 // readDigestSecret reads --digest-secret-file: its bytes, without the

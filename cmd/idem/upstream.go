@@ -39,6 +39,7 @@ func proxyHandler(eng *idem.Engine, o proxyOpts, p *plan, log *slog.Logger) (htt
 		MaxResponse:     o.maxResponse,
 		WriteTimeout:    p.writeTimeout,
 		ReleaseStatuses: p.release,
+		Compat:          p.compat,
 		RecordHeaders:   o.recordHeaders,
 		Intent:          proxyIntent(o.intent),
 		ScopeQuota:      p.quota,

@@ -297,9 +297,15 @@ func markUnknown(t *testing.T, open func(t *testing.T) idem.Store) {
 	})
 	wantStatus(t, e.do("POST", "/x", `"u"`, `{}`), http.StatusGatewayTimeout)
 	r := e.do("POST", "/x", `"u"`, `{}`)
-	wantProblem(t, r, http.StatusConflict, idemhttp.TypeOutcomeUnknown)
-	if r.header.Get("Retry-After") == "" {
-		t.Fatal("unknown outcome without Retry-After")
+	p := wantProblem(t, r, http.StatusConflict, idemhttp.TypeOutcomeUnknown)
+	// Waiting does not resolve an unknown outcome: no Retry-After, which
+	// a client would poll by, and a Stripe-style client is told not to
+	// retry.
+	if ra := r.header.Get("Retry-After"); ra != "" || p.RetryAfter != 0 {
+		t.Fatalf("unknown outcome with Retry-After %q (retry_after %d)", ra, p.RetryAfter)
+	}
+	if sr := r.header.Get("Stripe-Should-Retry"); sr != "false" {
+		t.Fatalf("unknown outcome with Stripe-Should-Retry %q, want false", sr)
 	}
 	e.wantCalls(1)
 }
