@@ -33,7 +33,7 @@ func cmdBench(ctx context.Context, e *env, args []string) int {
 			"records and measures first-time requests (c=16) before, while and after a\n"+
 			"sweeper deletes them (--sweep-rate caps it, records/s). See docs/performance.md.",
 		"idem bench --store sqlite://bench.db --duration 2s")
-	store := f.String("store", "", "store DSN to measure: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, memory:// (required)")
+	store := f.String("store", "", "store DSN to measure: "+storeDSNs+" (required)")
 	conc := f.String("concurrency", "1,16,64", "comma-separated numbers of concurrent callers")
 	dur := f.duration("duration", 5*time.Second, "how long each cell is measured")
 	payload := f.String("payload", "200B", "size of the recorded result (e.g. 200B, 4KiB)")

@@ -200,3 +200,6 @@ func parseStatusList(s string) ([]int, error) {
 // isToken reports whether s is an HTTP token (RFC 9110, section 5.6.2):
 // the syntax of a method and of a header field name.
 func isToken(s string) bool { return httpsyntax.IsToken(s) }
+
+// storeDSNs lists the store DSN forms, for every --store flag's help.
+const storeDSNs = "sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, redis+sentinel://…, memory://"

@@ -33,7 +33,7 @@ func cmdDoctor(ctx context.Context, e *env, args []string) int {
 			"the windows it must cover (--cover). Exit 0 when healthy, 3 on findings, 1 when a\n"+
 			"check cannot run.",
 		"idem doctor --store redis://127.0.0.1:6379/0 --ttl 24h --cover dlq-replay=72h")
-	dsn := f.String("store", storeopen.Default, "store DSN: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, memory://")
+	dsn := f.String("store", storeopen.Default, "store DSN: "+storeDSNs)
 	ttl := f.duration("ttl", 24*time.Hour, "the TTL the proxy or engine runs with")
 	lease := f.duration("lease", 30*time.Second, "the lease the proxy or engine runs with (clock skew is judged against a quarter of it)")
 	cover := coverFlag{}

@@ -19,7 +19,7 @@ func cmdGet(ctx context.Context, e *env, args []string) int {
 			"headers, and the body when it is text). KEY may be given as the\n"+
 			"Idempotency-Key header carries it ('\"order-42\"').",
 		"idem get --store sqlite://idem.db order-42 --json")
-	dsn := f.String("store", storeopen.Default, "store DSN: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, memory://")
+	dsn := f.String("store", storeopen.Default, "store DSN: "+storeDSNs)
 	scope := f.String("scope", "", "the key's scope: the principal as the proxy's --scope-header or --scope-jwt gives it (empty with --global-scope)")
 	asJSON := f.Bool("json", false, "print the record as JSON, with the intent and the response decoded")
 	bodyOut := f.String("body-out", "", "write the recorded response's body (or the result) to this file")

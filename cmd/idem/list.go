@@ -17,7 +17,7 @@ func cmdList(ctx context.Context, e *env, args []string) int {
 		"List records, oldest first, as a table (or JSON lines with --json), and the\n"+
 			"outcomes waiting in the proxy's spool for the store to take them.",
 		"idem list --store sqlite://idem.db --state unknown --older-than 1h")
-	dsn := f.String("store", storeopen.Default, "store DSN: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, memory://")
+	dsn := f.String("store", storeopen.Default, "store DSN: "+storeDSNs)
 	state := f.String("state", "", "only records in this state: in_progress, succeeded, failed or unknown")
 	olderThan := f.duration("older-than", 0, "only records created longer ago than this (e.g. 15m, 2d)")
 	scope := f.String("scope", "", "only records in this scope")

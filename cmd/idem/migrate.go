@@ -11,7 +11,7 @@ func cmdMigrate(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("migrate", "idem migrate [--store DSN] [--print | --json]",
 		"Create or upgrade the store's schema. With --print, write the SQL to stdout\ninstead, for teams that run their own migration tool; the script records the\nmigrations it applies, so a later `idem migrate` finds nothing to do.\nmemory:// and Redis stores keep no SQL schema: migrate says so on stderr and\nexits 0, and --print, having nothing to print, exits 2.",
 		"idem migrate --store postgres://idem@db:5432/app --print > idem.sql")
-	dsn := f.String("store", storeopen.Default, "store DSN: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, memory://")
+	dsn := f.String("store", storeopen.Default, "store DSN: "+storeDSNs)
 	print := f.Bool("print", false, "print the schema SQL instead of applying it")
 	asJSON := f.Bool("json", false, "print the result as one JSON object: store, schema (false for a store without SQL schema), from_version, version (see docs/cli.md)")
 	pos, code, ok := f.parse(args)

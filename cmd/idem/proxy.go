@@ -71,7 +71,7 @@ func cmdProxy(ctx context.Context, e *env, args []string) int {
 	o := proxyOpts{cover: coverFlag{}}
 	f.StringVar(&o.listen, "listen", DefaultListen, "address to listen on")
 	f.StringVar(&o.upstream, "upstream", "", "upstream base URL (required)")
-	f.StringVar(&o.store, "store", storeopen.Default, "store DSN: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, memory:// (see docs/http.md)")
+	f.StringVar(&o.store, "store", storeopen.Default, "store DSN: "+storeDSNs+" (see docs/http.md)")
 	f.StringVar(&o.admin, "admin", "", "address for /metrics and /healthz (off when empty)")
 	f.BoolVar(&o.requireKey, "require-key", false, "refuse mutating requests without an Idempotency-Key (400)")
 	f.BoolVar(&o.forwardKey, "forward-key", true, "send a protected request's Idempotency-Key on to the upstream, so it (and its provider) see the intent's key; never resent on a dropped connection")

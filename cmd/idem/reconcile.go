@@ -99,7 +99,7 @@ func reconcileFlags(e *env) (*flags, *reconcileOpts) {
 		reconcileAbout,
 		"idem reconcile --store postgres://idem@db/payments --provider-csv balance_transactions.csv --provider-format stripe-balance --settlement-window 48h --report reconcile.html")
 	o := &reconcileOpts{}
-	f.StringVar(&o.dsn, "store", storeopen.Default, "store DSN: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…")
+	f.StringVar(&o.dsn, "store", storeopen.Default, "store DSN: "+storeDSNs)
 	f.StringVar(&o.csv, "provider-csv", "", "settlement file: CSV with header key,amount,currency,status,applied_at[,scope]")
 	f.StringVar(&o.url, "provider-url", "", "lookup URL template with {key}, answering JSON (404 = not applied)")
 	f.StringVar(&o.listURL, "provider-list-url", "", "with --provider-url: URL listing entries since ?since=RFC3339, to find keys with no local record")

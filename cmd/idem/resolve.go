@@ -25,7 +25,7 @@ func cmdResolve(ctx context.Context, e *env, args []string) int {
 			"A record that is not unknown is refused unless --force. Every resolution is\n"+
 			"logged to stderr with who (--actor) and why (--reason).",
 		"idem resolve --store sqlite://idem.db order-42 --as released --reason \"upstream has no trace of it\"")
-	dsn := f.String("store", storeopen.Default, "store DSN: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, memory://")
+	dsn := f.String("store", storeopen.Default, "store DSN: "+storeDSNs)
 	scope := f.String("scope", "", "the key's scope")
 	as := f.String("as", "", "succeeded, failed or released (required)")
 	reason := f.String("reason", "", "why the record is resolved this way (required; logged)")

@@ -18,7 +18,7 @@ func cmdSweep(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("sweep", "idem sweep [--store DSN] [--rate ROWS/s] [--json]",
 		"Delete succeeded and failed records whose retention has passed. In-progress\nand unknown records are never deleted. Records go in batches of 1000; --rate\ncaps how many a second, so a large backlog is cleared beside live traffic.",
 		"idem sweep --store postgres://idem@db:5432/app")
-	dsn := f.String("store", storeopen.Default, "store DSN: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, memory://")
+	dsn := f.String("store", storeopen.Default, "store DSN: "+storeDSNs)
 	rate := f.Float64("rate", 0, "at most this many records deleted a second (0: no cap)")
 	asJSON := f.Bool("json", false, `print the result as one JSON object, {"deleted": N} (see docs/cli.md)`)
 	pos, code, ok := f.parse(args)

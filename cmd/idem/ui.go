@@ -35,7 +35,7 @@ func cmdUI(ctx context.Context, e *env, args []string) int {
 			"non-loopback --listen is refused unless --allow-remote (then put it behind\n"+
 			"TLS: the token and the cookie cross the network in clear otherwise).",
 		"idem ui --store postgres://idem@db:5432/app --token-file ~/.idem-ui-token --metrics-url http://127.0.0.1:9090/metrics")
-	dsn := f.String("store", storeopen.Default, "store DSN: sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…")
+	dsn := f.String("store", storeopen.Default, "store DSN: "+storeDSNs)
 	listen := f.String("listen", DefaultUIListen, "address to listen on (loopback unless --allow-remote)")
 	tokenFile := f.String("token-file", "", "file holding the login token, at least 16 bytes (required)")
 	operator := f.String("operator", "", "name every decision is logged with (default: the name given at login)")
