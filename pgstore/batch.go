@@ -187,13 +187,12 @@ func (b *batcher) flush(batch []*batchReq) {
 	// (none is used); the connection is closed (see Store.onSyncConn).
 	pgc := conn.Conn().PgConn()
 	takeNotices(pgc)
-	wctx, wb := boundWait(ctx, pgc, b.st.cfg.ReplicatedClaimTimeout)
+	wctx, wcancel := context.WithTimeout(ctx, b.st.cfg.ReplicatedClaimTimeout)
 	results := b.write(wctx, conn, batch)
-	interrupted := wb.end()
+	interrupted := wctx.Err() != nil
+	wcancel()
 	if cancelled := takeNotices(pgc)&noticeSyncRepCancelled != 0; interrupted || cancelled {
-		cctx, cancel := context.WithTimeout(context.Background(), cancelGrace)
-		_ = pgc.Close(cctx)
-		cancel()
+		closeConn(pgc)
 		answerAll(batch, wrap("batch commit", b.st.syncFailure(interrupted, cancelled, nil)))
 		return
 	}

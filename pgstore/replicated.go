@@ -22,7 +22,7 @@ import (
 // commit "might not have been replicated". Trusting that success runs the
 // effect on a claim a failover can lose; so every replicated claim runs on
 // a connection of its own whose warnings pgstore sees (noticeHandler), and
-// one whose wait was cancelled, or had to be, fails closed.
+// one whose wait was cancelled, or outlasted its bound, fails closed.
 
 // ErrNotReplicated is matched (errors.Is) by the error of a claim that
 // Config.ReplicatedClaims made wait for the synchronous standbys, when
@@ -32,11 +32,6 @@ import (
 // its effect does not run. The error also matches
 // idem.ErrStoreUnavailable (a 503 in the idem CLI's proxy).
 var ErrNotReplicated = errors.New("pgstore: the synchronous standbys did not confirm the claim")
-
-// cancelGrace is how long a statement whose wait was cancelled has to
-// answer before its connection is closed instead (the server did not take
-// the cancel request: unreachable, or dead).
-const cancelGrace = time.Second
 
 // probeMessage is the warning New raises to check that the pool passes
 // warnings to noticeHandler.
@@ -132,13 +127,13 @@ func (s *Store) replicated() bool { return s.cfg.ReplicatedClaims != "" }
 // onSyncConn runs write, the statements of a replicated claim, on a
 // connection of its own and checks that their commits were confirmed by
 // the standbys. The wait is bounded by Config.ReplicatedClaimTimeout and
-// by ctx: when either ends first, a cancel request interrupts it (the
-// connection survives, and the server's backend does not stay behind
-// waiting; if the server does not answer, the connection is closed after
-// cancelGrace). A write whose wait was cancelled, by this or by anyone,
-// returns an error wrapping ErrNotReplicated (ctx's error when ctx ended),
-// whatever the statement answered; its connection is closed, so that no
-// late cancel request can reach the next statement on it.
+// by ctx: pgx ends a statement whose context ends (it closes the
+// connection and sends the server a cancel request, which ends the
+// backend's wait too). A write whose wait was cut short, by the bound or
+// by anyone (PostgreSQL's warning), returns an error wrapping
+// ErrNotReplicated (ctx's error when ctx ended), whatever the statement
+// answered; its connection is closed, so that no late cancel request can
+// reach the next statement on it.
 func (s *Store) onSyncConn(ctx context.Context, write func(ctx context.Context, q querier) error) error {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -146,20 +141,26 @@ func (s *Store) onSyncConn(ctx context.Context, write func(ctx context.Context, 
 	}
 	pgc := c.Conn().PgConn()
 	takeNotices(pgc)
-	wctx, b := boundWait(ctx, pgc, s.cfg.ReplicatedClaimTimeout)
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.ReplicatedClaimTimeout)
 	err = write(wctx, pgxQuerier{db: c.Conn()})
-	interrupted := b.end()
+	interrupted := wctx.Err() != nil
+	cancel()
 	cancelled := takeNotices(pgc)&noticeSyncRepCancelled != 0
 	if interrupted || cancelled {
-		cctx, cancel := context.WithTimeout(context.Background(), cancelGrace)
-		_ = pgc.Close(cctx)
-		cancel()
+		closeConn(pgc)
 	}
 	c.Release()
 	if ctx.Err() != nil && (interrupted || cancelled || err != nil) {
 		return ctx.Err()
 	}
 	return s.syncFailure(interrupted, cancelled, err)
+}
+
+// closeConn closes a connection whose wait for the standbys was cut short.
+func closeConn(pgc *pgconn.PgConn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = pgc.Close(ctx)
 }
 
 // syncFailure is the error of a replicated write that returned err, and
@@ -181,75 +182,3 @@ var (
 	errInterrupted   = errors.New("wait interrupted")
 	errCancelledWait = errors.New("canceling wait for synchronous replication")
 )
-
-// waitBound interrupts a statement's wait for the standbys; see boundWait.
-type waitBound struct {
-	pgc   *pgconn.PgConn
-	hard  context.CancelFunc // closes the connection (pgx's deadline handler)
-	timer *time.Timer
-	stop  func() bool // stops the AfterFunc on the caller's ctx
-
-	mu      sync.Mutex
-	done    bool
-	fired   bool
-	wg      sync.WaitGroup
-	settled chan struct{} // closed by end
-}
-
-// boundWait returns the context to run a replicated write under on pgc,
-// and its bound: after d, or when ctx ends, it sends a cancel request for
-// pgc's statement and, if the statement has not answered cancelGrace
-// later, ends the returned context (pgx then closes the connection).
-// The returned context does not end with ctx by itself: a cancel request
-// ends the wait with the connection intact.
-func boundWait(ctx context.Context, pgc *pgconn.PgConn, d time.Duration) (context.Context, *waitBound) {
-	wctx, hard := context.WithCancel(context.WithoutCancel(ctx))
-	b := &waitBound{pgc: pgc, hard: hard, settled: make(chan struct{})}
-	b.timer = time.AfterFunc(d, b.interrupt)
-	b.stop = context.AfterFunc(ctx, b.interrupt)
-	return wctx, b
-}
-
-// interrupt sends the cancel request, once, unless the write has ended.
-func (b *waitBound) interrupt() {
-	b.mu.Lock()
-	if b.done || b.fired {
-		b.mu.Unlock()
-		return
-	}
-	b.fired = true
-	b.wg.Add(1)
-	b.mu.Unlock()
-	go func() {
-		defer b.wg.Done()
-		cctx, cancel := context.WithTimeout(context.Background(), cancelGrace)
-		err := b.pgc.CancelRequest(cctx)
-		cancel()
-		if err != nil {
-			b.hard()
-			return
-		}
-		t := time.NewTimer(cancelGrace)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			b.hard()
-		case <-b.settled:
-		}
-	}()
-}
-
-// end stops the bound once the write has returned, waits for a cancel
-// request in flight, and reports whether the wait was interrupted.
-func (b *waitBound) end() (interrupted bool) {
-	b.mu.Lock()
-	b.done = true
-	fired := b.fired
-	b.mu.Unlock()
-	b.timer.Stop()
-	b.stop()
-	close(b.settled)
-	b.wg.Wait()
-	b.hard()
-	return fired
-}
