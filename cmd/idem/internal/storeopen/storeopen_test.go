@@ -85,7 +85,8 @@ func FuzzParse(f *testing.F) {
 	for _, s := range []string{"sqlite://idem.db", "memory://", "postgres://u:p@h/db?sslmode=disable",
 		"sqlite://", "://", "x", "SQLITE:///a/b", "redis://h",
 		"postgres://h/db?schema=bad;name", "mysql://root@h/test?table=a;b", "postgres://h/db?notify=false",
-		"redis+cluster://u:p@a:1,b:2/0?prefix=p&wait_replicas=1&wait_timeout=1s", "redis://h/0?wait_aof_local=1"} {
+		"redis+cluster://u:p@a:1,b:2/0?prefix=p&wait_replicas=1&wait_timeout=1s", "redis://h/0?wait_aof_local=1",
+		"postgres://u@a:1,b:2/db?target_session_attrs=read-write&replicated_claims=on&replicated_claims_timeout=1s"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
