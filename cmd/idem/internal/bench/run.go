@@ -194,12 +194,13 @@ func newHeader(d storeopen.DSN, opt Options) Header {
 
 func newWorkload(st idem.Store, raw rawStore, payload int) (*workload, error) {
 	// A benchmark's records are scratch: it runs on a store that can
-	// forget them as well (idem doctor is the place to judge the store).
-	eng, err := idem.New(st, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: -1}, AllowVolatileStore: true})
+	// forget them, or replicates them asynchronously, as well (idem doctor
+	// is the place to judge the store).
+	eng, err := idem.New(st, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: -1}, AllowVolatileStore: true, AllowAsyncReplication: true})
 	if err != nil {
 		return nil, err
 	}
-	cacheEng, err := idem.New(st, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: 32 << 20}, AllowVolatileStore: true})
+	cacheEng, err := idem.New(st, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: 32 << 20}, AllowVolatileStore: true, AllowAsyncReplication: true})
 	if err != nil {
 		return nil, err
 	}

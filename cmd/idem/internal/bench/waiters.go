@@ -104,7 +104,7 @@ func countStore(st idem.Store) (idem.Store, *countingStore) {
 func runWaiters(ctx context.Context, st idem.Store, mode string, n int, hold time.Duration, payload []byte) (*WaiterResult, error) {
 	wrapped, cnt := countStore(st)
 	eng, err := idem.New(wrapped, idem.Config{InFlight: idem.InFlightWait, Wait: hold + time.Minute,
-		ReplayCache: idem.ReplayCacheConfig{MaxBytes: -1}, AllowVolatileStore: true}) // scratch records
+		ReplayCache: idem.ReplayCacheConfig{MaxBytes: -1}, AllowVolatileStore: true, AllowAsyncReplication: true}) // scratch records
 	if err != nil {
 		return nil, err
 	}
