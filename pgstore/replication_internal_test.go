@@ -163,7 +163,7 @@ func TestSyncClauseInClaimStatements(t *testing.T) {
 	on := buildStatements(`"t"`, true, "remote_apply")
 	for name, pair := range map[string][2]string{
 		"claim": {off.claim, on.claim}, "insertOnly": {off.insertOnly, on.insertOnly}, "reclaim": {off.reclaim, on.reclaim},
-		"touchOwn": {off.touchOwn, on.touchOwn},
+		"touchOwn": {off.touchOwn, on.touchOwn}, "resolveClaim": {off.resolveClaim, on.resolveClaim},
 	} {
 		if strings.Contains(pair[0], "set_config") {
 			t.Errorf("%s without replicated claims sets a setting: %s", name, pair[0])
@@ -173,7 +173,8 @@ func TestSyncClauseInClaimStatements(t *testing.T) {
 			t.Errorf("%s with replicated claims does not set the level: %s", name, pair[1])
 		}
 	}
-	for name, q := range map[string]string{"finishTerminal": on.finishTerminal, "finishKnown": on.finishKnown, "release": on.release} {
+	for name, q := range map[string]string{"finishTerminal": on.finishTerminal, "finishKnown": on.finishKnown, "release": on.release,
+		"resolveUpdate": on.resolveUpdate, "heartbeat": on.heartbeat} {
 		if strings.Contains(q, "set_config") {
 			t.Errorf("%s waits for the standbys; only claims should: %s", name, q)
 		}

@@ -158,6 +158,12 @@ func TestReplicatedClaimFailsClosed(t *testing.T) {
 	// An expired outcome, to be taken over later.
 	old := mustClaim(t, plain, claimParams("expired", "a", t0))
 	mustFinish(t, plain, succeed(old, "old", t0, time.Second))
+	// An unknown outcome, to be re-driven later.
+	unk := mustClaim(t, plain, claimParams("unknown", "a", t0))
+	if _, err := plain.Finish(ctx, idem.FinishParams{Scope: unk.Record.Scope, Key: "unknown", Fence: unk.Record.Fence,
+		AttemptID: "a", State: idem.StateUnknown, CompletedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
 	p.caughtUp(t)
 
 	mon := connect(t, p.primary)
@@ -198,11 +204,17 @@ func TestReplicatedClaimFailsClosed(t *testing.T) {
 			t.Errorf("%s reported %+v", c.name, res)
 		}
 	}
+	// A re-drive (resolving an unknown record to in_progress for a new
+	// attempt) is a claim too.
+	start = time.Now()
+	_, err := repl.Resolve(ctx, idem.ResolveParams{Scope: unk.Record.Scope, Key: "unknown", Fence: unk.Record.Fence,
+		From: []idem.State{idem.StateUnknown}, To: idem.StateInProgress, AttemptID: "r", Now: t0, LeaseUntil: t0.Add(time.Minute)})
+	notReplicated("a re-drive", err, time.Since(start))
 	// The caller's ctx ends the wait too.
 	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	slow := p.openStore(t, pgstore.Config{Schema: "public", ReplicatedClaims: "on", ReplicatedClaimTimeout: time.Minute})
 	start = time.Now()
-	_, err := slow.Claim(cctx, claimParams("ctx", "a", t0))
+	_, err = slow.Claim(cctx, claimParams("ctx", "a", t0))
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
 		t.Errorf("a claim whose ctx ended: %v after %s, want DeadlineExceeded", err, time.Since(start))

@@ -23,6 +23,9 @@ type statements struct {
 	// touchOwn makes a claim's own row durable on the standbys (used only
 	// with Config.ReplicatedClaims).
 	touchOwn string
+	// resolveClaim is resolveUpdate for a re-drive (to in_progress),
+	// which waits for the standbys with Config.ReplicatedClaims.
+	resolveClaim string
 }
 
 // buildStatements renders the statements for table (already quoted). With
@@ -41,6 +44,10 @@ func buildStatements(table string, notify bool, syncLevel string) statements {
 	insertOnly := `INSERT INTO {T} (scope, key, fingerprint, state, fence, attempt_id, intent, mark, created_at, lease_until)
 VALUES ($1, $2, $3, 'p', 1, $4, $5, '', $6, $7)
 ON CONFLICT (scope, key) DO NOTHING`
+	resolveUpdate := `UPDATE {T} SET state = $5, fence = fence + 1, attempt_id = $6, result = $7,
+	completed_at = $8, expires_at = $9, lease_until = $10
+WHERE scope = $1 AND key = $2 AND state = ANY($3::"char"[]) AND ($4::bigint = 0 OR fence = $4){SYNC}
+RETURNING {COLS}, `
 	if syncLevel != "" {
 		// The same insert, as a SELECT that can carry the condition.
 		insertOnly = `INSERT INTO {T} (scope, key, fingerprint, state, fence, attempt_id, intent, mark, created_at, lease_until)
@@ -131,10 +138,10 @@ SELECT (SELECT count(*) FROM del), EXISTS (SELECT 1 FROM {T} WHERE scope = $1 AN
 		heartbeat: r.Replace(`UPDATE {T} SET lease_until = $5
 WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state = 'p'`),
 
-		resolveUpdate: r.Replace(`UPDATE {T} SET state = $5, fence = fence + 1, attempt_id = $6, result = $7,
-	completed_at = $8, expires_at = $9, lease_until = $10
-WHERE scope = $1 AND key = $2 AND state = ANY($3::"char"[]) AND ($4::bigint = 0 OR fence = $4)
-RETURNING {COLS}, ` + notifyAt("11", "12")),
+		resolveUpdate: r.Replace(strings.Replace(resolveUpdate, "{SYNC}", "", 1) + notifyAt("11", "12")),
+		// A resolution to in_progress (a re-drive) is a claim: with
+		// replicated claims it waits for the standbys like one.
+		resolveClaim: r.Replace(resolveUpdate + notifyAt("11", "12")),
 
 		resolveDelete: r.Replace(`DELETE FROM {T}
 WHERE scope = $1 AND key = $2 AND state = ANY($3::"char"[]) AND ($4::bigint = 0 OR fence = $4)
