@@ -167,18 +167,18 @@ func closeConn(pgc *pgconn.PgConn) {
 // whose wait for the standbys was interrupted by its bound or cancelled
 // by someone else: err when neither happened.
 func (s *Store) syncFailure(interrupted, cancelled bool, err error) error {
+	var why string
 	switch {
 	case interrupted:
-		return fmt.Errorf("%w within %s (synchronous_commit=%s for claims); the claim may have committed on the primary alone and is not used: %w",
-			ErrNotReplicated, s.cfg.ReplicatedClaimTimeout, s.cfg.ReplicatedClaims, errors.Join(err, errInterrupted))
+		why = fmt.Sprintf(" within %s (synchronous_commit=%s for claims): the wait was cut short", s.cfg.ReplicatedClaimTimeout, s.cfg.ReplicatedClaims)
 	case cancelled:
-		return fmt.Errorf("%w: PostgreSQL cancelled the wait (a query cancel, e.g. pg_cancel_backend) after committing on the primary alone; the claim is not used: %w",
-			ErrNotReplicated, errors.Join(err, errCancelledWait))
+		why = ": PostgreSQL cancelled the wait (a query cancel, e.g. pg_cancel_backend)"
+	default:
+		return err
 	}
-	return err
+	why += "; the claim may have committed on the primary alone, and is not used"
+	if err != nil {
+		return fmt.Errorf("%w%s: %w", ErrNotReplicated, why, err)
+	}
+	return fmt.Errorf("%w%s", ErrNotReplicated, why)
 }
-
-var (
-	errInterrupted   = errors.New("wait interrupted")
-	errCancelledWait = errors.New("canceling wait for synchronous replication")
-)
