@@ -86,7 +86,7 @@ type tally struct {
 }
 
 func (t *tally) add(err error) {
-	kind := "ok"
+	kind, sample := "ok", ""
 	switch {
 	case err == nil:
 	case errors.Is(err, pgstore.ErrNotReplicated):
@@ -94,10 +94,7 @@ func (t *tally) add(err error) {
 	case errors.Is(err, idem.ErrStoreLostClaim):
 		kind = "lost claim"
 	case errors.Is(err, idem.ErrStoreUnavailable):
-		kind = "store unavailable (503)"
-		if t.sample == "" {
-			t.sample = err.Error()
-		}
+		kind, sample = "store unavailable (503)", err.Error()
 	case errors.Is(err, idem.ErrInFlight):
 		kind = "in flight"
 	case errors.Is(err, idem.ErrUnknownOutcome):
@@ -112,6 +109,9 @@ func (t *tally) add(err error) {
 		t.kinds = map[string]int{}
 	}
 	t.kinds[kind]++
+	if t.sample == "" {
+		t.sample = sample
+	}
 	t.mu.Unlock()
 }
 
