@@ -375,11 +375,24 @@ func TestFailoverSynchronousStandby(t *testing.T) {
 // primary dies, the standby is promoted without the row, and a retry runs
 // the effect: once in all. Without the wait on the own row (or without
 // the warning's detection) the effect runs during the stall and again
-// after the failover: twice.
+// after the failover: twice. The claim is a statement of its own, then a
+// group-commit batch whose COMMIT waits.
 func TestOwnRowWaitsForStandby(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		batch pgstore.Batch
+	}{{"one statement a claim", pgstore.Batch{}}, {"group commit", pgstore.Batch{Window: time.Millisecond}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ownRowWaits(t, tc.batch)
+		})
+	}
+}
+
+func ownRowWaits(t *testing.T, batch pgstore.Batch) {
 	p := startPair(t, true, "synchronous_commit=local")
-	s := p.openStore(t, pgstore.Config{ReplicatedClaims: "on", ReplicatedClaimTimeout: time.Minute})
+	s := p.openStore(t, pgstore.Config{ReplicatedClaims: "on", ReplicatedClaimTimeout: time.Minute, Batch: batch})
 	eng, err := newEngine(t, s, idem.Config{})
 	if err != nil {
 		t.Fatal(err)
