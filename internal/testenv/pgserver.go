@@ -1,3 +1,5 @@
+//go:build unix
+
 package testenv
 
 import (
@@ -390,6 +392,14 @@ func childPIDs(pid int) []int {
 	return out
 }
 
+// zombie reports whether /proc/PID/stat content b is a zombie's.
+func zombie(b []byte) bool {
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && strings.HasPrefix(strings.TrimSpace(string(b[i+1:])), "Z")
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
 // waitGone waits (briefly) until pid no longer exists or is a zombie.
 func waitGone(pid int) {
 	for range 200 {
@@ -397,7 +407,7 @@ func waitGone(pid int) {
 		if err != nil {
 			return
 		}
-		if i := bytes.LastIndexByte(b, ')'); i >= 0 && strings.HasPrefix(strings.TrimSpace(string(b[i+1:])), "Z") {
+		if zombie(b) {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
