@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/pgstore"
 )
@@ -171,21 +173,11 @@ func runFailover(t *testing.T, p *pair, eng *idem.Engine, s *pgstore.Store, eff 
 	t.Helper()
 	run := &failoverRun{stallFor: stall}
 	begin := time.Now()
-	ctx := context.Background()
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 32)
-	send := func(key string) {
-		defer wg.Done()
-		sem <- struct{}{}
-		defer func() { <-sem }()
-		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		defer cancel()
-		_, err := eng.DoBytes(rctx, request(key), eff.handler(key))
-		run.traffic.add(err)
-	}
+	d := &driver{eng: eng, eff: eff, sem: make(chan struct{}, 32)}
 	tick := time.NewTicker(4 * time.Millisecond)
 	stallAt := begin.Add(warm)
 	killAt := stallAt.Add(stall)
+	var wg sync.WaitGroup
 	for i := 0; ; i++ {
 		now := <-tick.C
 		if now.After(killAt) {
@@ -198,10 +190,14 @@ func runFailover(t *testing.T, p *pair, eng *idem.Engine, s *pgstore.Store, eff 
 		key := "k" + itoa(i)
 		run.keys = append(run.keys, key)
 		wg.Add(2)
-		go send(key)
 		go func() {
+			defer wg.Done()
+			run.traffic.add(d.send(key))
+		}()
+		go func() {
+			defer wg.Done()
 			time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
-			send(key)
+			run.traffic.add(d.send(key))
 		}()
 	}
 	tick.Stop()
@@ -211,41 +207,10 @@ func runFailover(t *testing.T, p *pair, eng *idem.Engine, s *pgstore.Store, eff 
 
 	// Retry every intent through the same store, which must find the
 	// promoted standby by itself.
-	deadline := time.Now().Add(20 * time.Second)
-	pending := run.keys
-	for len(pending) > 0 && time.Now().Before(deadline) {
-		run.retryRounds++
-		var next []string
-		var mu sync.Mutex
-		var rw sync.WaitGroup
-		for _, key := range pending {
-			rw.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer rw.Done()
-				defer func() { <-sem }()
-				rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-				defer cancel()
-				_, err := eng.DoBytes(rctx, request(key), eff.handler(key))
-				if errors.Is(err, idem.ErrStoreUnavailable) || errors.Is(err, idem.ErrInFlight) || errors.Is(err, context.DeadlineExceeded) {
-					mu.Lock()
-					next = append(next, key)
-					mu.Unlock()
-					return
-				}
-				run.retries.add(err)
-			}()
-		}
-		rw.Wait()
-		pending = next
-		if len(pending) > 0 {
-			time.Sleep(100 * time.Millisecond)
-		}
+	if pending := d.retryAll(run, 20*time.Second); pending > 0 {
+		t.Errorf("%d intents still without an answer 20 s after the failover", pending)
 	}
-	if len(pending) > 0 {
-		t.Errorf("%d intents still without an answer 20 s after the failover", len(pending))
-	}
-	port, recovery, err := serverPort(ctx, s)
+	port, recovery, err := serverPort(context.Background(), s)
 	if err != nil || recovery || port != p.standby.Port {
 		t.Errorf("after the failover the store reaches port %d (in recovery %v, %v), want the promoted standby's %d", port, recovery, err, p.standby.Port)
 	}
@@ -256,6 +221,57 @@ func runFailover(t *testing.T, p *pair, eng *idem.Engine, s *pgstore.Store, eff 
 	t.Logf("%d intents sent twice; traffic: %s; retries (%d rounds): %s; effects: %d keys ran, %d ran twice or more, %d started during the stall; %s in all",
 		len(run.keys), &run.traffic, run.retryRounds, &run.retries, run.ran, run.dups, run.duringStall, run.runTime.Round(time.Millisecond))
 	return run
+}
+
+// driver sends intents to the engine, at most cap(sem) at once.
+type driver struct {
+	eng *idem.Engine
+	eff *effects
+	sem chan struct{}
+}
+
+// send runs key's intent once, within 3 s.
+func (d *driver) send(key string) error {
+	d.sem <- struct{}{}
+	defer func() { <-d.sem }()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := d.eng.DoBytes(ctx, request(key), d.eff.handler(key))
+	return err
+}
+
+// retryAll sends every key of run again, in rounds, until each has an
+// answer that is not the store's failure or an attempt in flight, or
+// until within has passed; it returns how many are left without one.
+func (d *driver) retryAll(run *failoverRun, within time.Duration) int {
+	deadline := time.Now().Add(within)
+	pending := run.keys
+	for len(pending) > 0 && time.Now().Before(deadline) {
+		run.retryRounds++
+		var next []string
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, key := range pending {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := d.send(key)
+				if errors.Is(err, idem.ErrStoreUnavailable) || errors.Is(err, idem.ErrInFlight) || errors.Is(err, context.DeadlineExceeded) {
+					mu.Lock()
+					next = append(next, key)
+					mu.Unlock()
+					return
+				}
+				run.retries.add(err)
+			}()
+		}
+		wg.Wait()
+		pending = next
+		if len(pending) > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return len(pending)
 }
 
 // events records the replication events an engine reported.
@@ -410,41 +426,7 @@ func ownRowWaits(t *testing.T, batch pgstore.Batch) {
 		_, err := eng.DoBytes(rctx, request("own"), eff.handler("own"))
 		done <- err
 	}()
-	// Cancel the first claim's wait, once; then wait until the engine's
-	// retry either waits for the standby again (a new waiter appears) or
-	// has run the effect and answered (so that its outcome, too, is on
-	// the primary alone when it dies).
-	cancelled := int32(0)
-	var reqErr error
-	answered := false
-	deadline := time.Now().Add(10 * time.Second)
-wait:
-	for time.Now().Before(deadline) {
-		select {
-		case reqErr = <-done:
-			answered = true
-			break wait
-		default:
-		}
-		pids, err := syncRepWaiters(ctx, mon)
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch {
-		case cancelled == 0 && len(pids) == 1:
-			cancelled = pids[0]
-			var ok bool
-			if err := mon.QueryRow(ctx, "SELECT pg_cancel_backend($1)", cancelled).Scan(&ok); err != nil || !ok {
-				t.Fatalf("pg_cancel_backend(%d): %v %v", cancelled, ok, err)
-			}
-		case cancelled != 0 && len(pids) > 0 && pids[0] != cancelled:
-			break wait
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if cancelled == 0 {
-		t.Fatal("the claim never waited for the standby")
-	}
+	answered, reqErr := cancelFirstWait(ctx, t, mon, done)
 	ranInStall := eff.count("own")
 	p.failover(t)
 	if !answered {
@@ -470,6 +452,44 @@ wait:
 	if n := eff.count("own"); n != 1 {
 		t.Errorf("the effect ran %d times (%d during the stall), want once", n, ranInStall)
 	}
+}
+
+// cancelFirstWait cancels the first backend it sees waiting for the
+// standby (pg_cancel_backend), once, then returns when the engine's retry
+// either waits for the standby again (a new waiter appears) or has run
+// the effect and answered on done (so that its outcome, too, is on the
+// primary alone when it dies): whether the request answered, and its
+// error.
+func cancelFirstWait(ctx context.Context, t *testing.T, mon *pgx.Conn, done <-chan error) (answered bool, err error) {
+	t.Helper()
+	cancelled := int32(0)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			return true, err
+		default:
+		}
+		pids, err := syncRepWaiters(ctx, mon)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case cancelled == 0 && len(pids) == 1:
+			cancelled = pids[0]
+			var ok bool
+			if err := mon.QueryRow(ctx, "SELECT pg_cancel_backend($1)", cancelled).Scan(&ok); err != nil || !ok {
+				t.Fatalf("pg_cancel_backend(%d): %v %v", cancelled, ok, err)
+			}
+		case cancelled != 0 && len(pids) > 0 && pids[0] != cancelled:
+			return false, nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if cancelled == 0 {
+		t.Fatal("the claim never waited for the standby")
+	}
+	return false, nil
 }
 
 // TestLostClaimAfterFailover: on an asynchronous standby (allowed), an

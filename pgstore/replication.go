@@ -166,22 +166,8 @@ func judgeReplication(st replState) idem.Replication {
 		})
 	}
 	level := st.claimCommit()
-	var nSync, nQuorum, nAsync, nHidden int
-	var async []string
-	for _, sb := range st.standbys {
-		switch {
-		case sb.hidden:
-			nHidden++
-		case sb.syncState == "sync":
-			nSync++
-		case sb.syncState == "quorum":
-			nQuorum++
-		default: // async, potential, or a standby still catching up
-			nAsync++
-			async = append(async, sb.describe())
-		}
-	}
-	topo := topology(len(st.standbys), nSync, nQuorum, nAsync, nHidden, level)
+	c := countStandbys(st.standbys)
+	topo := topology(len(st.standbys), c, level)
 	switch {
 	case len(st.standbys) == 0 && st.syncNames == "":
 		topo = "standalone primary, no standby"
@@ -194,7 +180,6 @@ func judgeReplication(st replState) idem.Replication {
 			})
 			topo = "primary, no standby connected (" + strconv.FormatInt(st.inactiveSlots, 10) + " inactive replication slot)"
 		}
-		return idem.Replication{Topology: topo, Findings: out}
 	case st.syncNames == "":
 		out = append(out, idem.Finding{
 			Setting: "synchronous_standby_names", Value: "''",
@@ -202,7 +187,6 @@ func judgeReplication(st replState) idem.Replication {
 			Fix:      fixReplicated,
 			Severity: idem.SeverityRefuse,
 		})
-		return idem.Replication{Topology: topo, Findings: out}
 	case !waits(level):
 		out = append(out, idem.Finding{
 			Setting: "synchronous_commit", Value: level,
@@ -210,54 +194,77 @@ func judgeReplication(st replState) idem.Replication {
 			Fix:      `replicated_claims=on in the idem DSN (pgstore Config.ReplicatedClaims = "on"), or synchronous_commit = on for idem's role (ALTER ROLE name SET synchronous_commit = on)`,
 			Severity: idem.SeverityRefuse,
 		})
-		return idem.Replication{Topology: topo, Findings: out}
-	}
-	// Claims wait for the synchronous standbys.
-	if level == "remote_write" {
-		out = append(out, idem.Finding{
-			Setting: "synchronous_commit", Value: level,
-			Problem:  "a claim is confirmed once the standby's operating system has it, before the standby flushes it: a crash of the standby's machine together with the primary's loses it",
-			Fix:      `replicated_claims=on (pgstore Config.ReplicatedClaims = "on") waits for the standby's flush`,
-			Severity: idem.SeverityWarning,
-		})
-	}
-	if nHidden > 0 {
-		out = append(out, idem.Finding{
-			Setting: "pg_stat_replication", Value: "unreadable",
-			Problem:  fmt.Sprintf("the store's role cannot see the state of %d standby(s) (sync_state reads NULL without pg_monitor): which are synchronous is unknown", nHidden),
-			Fix:      "GRANT pg_monitor TO the store's role",
-			Severity: idem.SeverityWarning,
-		})
-	}
-	if nSync+nQuorum+nHidden == 0 {
-		out = append(out, idem.Finding{
-			Setting: "synchronous_standby_names", Value: "'" + st.syncNames + "'",
-			Problem:  "no synchronous standby is connected: every claim waits for one, and fails closed (503) after replicated_claims_timeout",
-			Fix:      "connect a standby named in synchronous_standby_names (its primary_conninfo's application_name)",
-			Severity: idem.SeverityWarning,
-		})
-	}
-	if nQuorum > 0 {
-		out = append(out, idem.Finding{
-			Setting: "synchronous_standby_names", Value: "'" + st.syncNames + "'",
-			Problem:  "quorum commit (ANY n): a claim is confirmed by n of the standbys, and a failover to another one loses it",
-			Fix:      "let the failover manager promote the standby that received the most WAL (Patroni does), or use FIRST n with n equal to the standbys' count",
-			Severity: idem.SeverityWarning,
-		})
-	}
-	if nAsync > 0 {
-		out = append(out, idem.Finding{
-			Setting: "synchronous_standby_names", Value: "'" + st.syncNames + "'",
-			Problem:  "asynchronous standbys beside the synchronous ones (" + strings.Join(async, ", ") + "): a failover manager that promotes one of them loses the claims it had not received",
-			Fix:      fixPromote,
-			Severity: idem.SeverityWarning,
-		})
+	default:
+		out = append(out, waitingFindings(st.syncNames, level, c)...)
 	}
 	return idem.Replication{Topology: topo, Findings: out}
 }
 
+// standbyCounts counts the standbys by sync_state.
+type standbyCounts struct {
+	sync, quorum, async, hidden int
+	// asyncNames describes the asynchronous (or potential, or catching
+	// up) standbys.
+	asyncNames []string
+}
+
+func countStandbys(sbs []standby) standbyCounts {
+	var c standbyCounts
+	for _, sb := range sbs {
+		switch {
+		case sb.hidden:
+			c.hidden++
+		case sb.syncState == "sync":
+			c.sync++
+		case sb.syncState == "quorum":
+			c.quorum++
+		default: // async, potential, or a standby still catching up
+			c.async++
+			c.asyncNames = append(c.asyncNames, sb.describe())
+		}
+	}
+	return c
+}
+
+// waitingFindings are the warnings about a setup whose claims wait for
+// the synchronous standbys (synchronous_standby_names set, claims at
+// level, which waits).
+func waitingFindings(syncNames, level string, c standbyCounts) []idem.Finding {
+	var out []idem.Finding
+	warn := func(setting, value, problem, fix string) {
+		out = append(out, idem.Finding{Setting: setting, Value: value, Problem: problem, Fix: fix, Severity: idem.SeverityWarning})
+	}
+	names := "'" + syncNames + "'"
+	if level == "remote_write" {
+		warn("synchronous_commit", level,
+			"a claim is confirmed once the standby's operating system has it, before the standby flushes it: a crash of the standby's machine together with the primary's loses it",
+			`replicated_claims=on (pgstore Config.ReplicatedClaims = "on") waits for the standby's flush`)
+	}
+	if c.hidden > 0 {
+		warn("pg_stat_replication", "unreadable",
+			fmt.Sprintf("the store's role cannot see the state of %d standby(s) (sync_state reads NULL without pg_monitor): which are synchronous is unknown", c.hidden),
+			"GRANT pg_monitor TO the store's role")
+	}
+	if c.sync+c.quorum+c.hidden == 0 {
+		warn("synchronous_standby_names", names,
+			"no synchronous standby is connected: every claim waits for one, and fails closed (503) after replicated_claims_timeout",
+			"connect a standby named in synchronous_standby_names (its primary_conninfo's application_name)")
+	}
+	if c.quorum > 0 {
+		warn("synchronous_standby_names", names,
+			"quorum commit (ANY n): a claim is confirmed by n of the standbys, and a failover to another one loses it",
+			"let the failover manager promote the standby that received the most WAL (Patroni: synchronous_mode: quorum), or use FIRST n with n equal to the standbys' count")
+	}
+	if c.async > 0 {
+		warn("synchronous_standby_names", names,
+			"asynchronous standbys beside the synchronous ones ("+strings.Join(c.asyncNames, ", ")+"): a failover manager that promotes one of them loses the claims it had not received",
+			fixPromote)
+	}
+	return out
+}
+
 // topology describes the primary and its standbys in a few words.
-func topology(n, nSync, nQuorum, nAsync, nHidden int, level string) string {
+func topology(n int, c standbyCounts, level string) string {
 	if n == 0 {
 		return "primary, no standby connected (claims: synchronous_commit=" + level + ")"
 	}
@@ -267,10 +274,10 @@ func topology(n, nSync, nQuorum, nAsync, nHidden int, level string) string {
 			parts = append(parts, strconv.Itoa(k)+" "+what)
 		}
 	}
-	add(nSync, "synchronous")
-	add(nQuorum, "quorum")
-	add(nAsync, "asynchronous")
-	add(nHidden, "unreadable")
+	add(c.sync, "synchronous")
+	add(c.quorum, "quorum")
+	add(c.async, "asynchronous")
+	add(c.hidden, "unreadable")
 	noun := " standby"
 	if n > 1 {
 		noun = " standbys"

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem"
@@ -141,47 +142,103 @@ func TestReplicatedClaimNeedsNotices(t *testing.T) {
 // server (synchronous_commit=local) does not wait at all.
 func TestReplicatedClaimFailsClosed(t *testing.T) {
 	t.Parallel()
-	p := startPair(t, true, "synchronous_commit=local")
-	plain := p.openStore(t, pgstore.Config{})
-	timeout := 300 * time.Millisecond
-	repl := p.openStore(t, pgstore.Config{Schema: "public", ReplicatedClaims: "on", ReplicatedClaimTimeout: timeout})
-	batched := p.openStore(t, pgstore.Config{Schema: "public", ReplicatedClaims: "remote_apply", ReplicatedClaimTimeout: timeout,
-		Batch: pgstore.Batch{Window: 2 * time.Millisecond}})
-	ctx := context.Background()
-	// Before the stall, a replicated claim is confirmed.
+	f := newStallFixture(t, 300*time.Millisecond)
 	// Every claim below is bounded by the store itself: ctx only stops a
 	// store that does not bound it from hanging the test.
-	ctx, stop := context.WithTimeout(ctx, time.Minute)
+	ctx, stop := context.WithTimeout(context.Background(), time.Minute)
 	defer stop()
-	mustClaim(t, repl, claimParams("before", "a", t0))
-	mustClaim(t, batched, claimParams("before-batched", "a", t0))
-	// An expired outcome, to be taken over later.
-	old := mustClaim(t, plain, claimParams("expired", "a", t0))
-	mustFinish(t, plain, succeed(old, "old", t0, time.Second))
-	// An unknown outcome, to be re-driven later.
-	unk := mustClaim(t, plain, claimParams("unknown", "a", t0))
-	if _, err := plain.Finish(ctx, idem.FinishParams{Scope: unk.Record.Scope, Key: "unknown", Fence: unk.Record.Fence,
-		AttemptID: "a", State: idem.StateUnknown, CompletedAt: t0}); err != nil {
-		t.Fatal(err)
-	}
-	p.caughtUp(t)
-
-	mon := connect(t, p.primary)
-	p.relay.Stall()
-	t.Cleanup(p.relay.Resume)
+	f.p.relay.Stall()
+	t.Cleanup(f.p.relay.Resume)
 
 	start := time.Now()
-	mustClaim(t, plain, claimParams("plain", "a", t0))
-	if d := time.Since(start); d > timeout {
+	mustClaim(t, f.plain, claimParams("plain", "a", t0))
+	if d := time.Since(start); d > f.timeout {
 		t.Errorf("a claim without ReplicatedClaims took %s: it waited for the standby", d)
 	}
+	f.claimsFailClosed(ctx, t)
+	// The caller's ctx ends the wait too.
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	slow := f.p.openStore(t, pgstore.Config{Schema: "public", ReplicatedClaims: "on", ReplicatedClaimTimeout: time.Minute})
+	start = time.Now()
+	_, err := slow.Claim(cctx, claimParams("ctx", "a", t0))
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
+		t.Errorf("a claim whose ctx ended: %v after %s, want DeadlineExceeded", err, time.Since(start))
+	}
+	f.noWaiterLeft(ctx, t)
+
+	// In a caller's transaction the claim makes the caller's COMMIT wait.
+	tx, err := f.repl.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustClaim(t, f.repl.WithTx(tx), claimParams("in-tx", "a", t0))
+	cctx, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
+	err = tx.Commit(cctx)
+	cancel()
+	if err == nil {
+		t.Errorf("the caller's COMMIT did not wait for the stalled standby")
+	}
+
+	// Once the link is back, claims are confirmed again, the own rows
+	// of the failed ones included.
+	f.p.relay.Resume()
+	for _, c := range []struct {
+		store *pgstore.Store
+		p     idem.ClaimParams
+	}{{f.repl, claimParams("first", "a", t0)}, {f.batched, claimParams("first-batched", "a", t0)}, {f.repl, claimParams("after", "a", t0)}} {
+		if res := mustClaim(t, c.store, c.p); !res.Claimed {
+			t.Errorf("claim %s after the stall: %+v", c.p.Key, res)
+		}
+	}
+}
+
+// stallFixture is a pair with a synchronous standby (the server at
+// synchronous_commit=local) and stores on it: plain (no replicated
+// claims), repl (on) and batched (remote_apply, group commit), with
+// records to take over (expired) and re-drive (unknown), made and
+// replicated before the test stalls the link.
+type stallFixture struct {
+	p                    *pair
+	plain, repl, batched *pgstore.Store
+	timeout              time.Duration
+	unknown              idem.ClaimResult
+	mon                  *pgx.Conn
+}
+
+func newStallFixture(t *testing.T, timeout time.Duration) *stallFixture {
+	t.Helper()
+	f := &stallFixture{p: startPair(t, true, "synchronous_commit=local"), timeout: timeout}
+	f.plain = f.p.openStore(t, pgstore.Config{})
+	f.repl = f.p.openStore(t, pgstore.Config{Schema: "public", ReplicatedClaims: "on", ReplicatedClaimTimeout: timeout})
+	f.batched = f.p.openStore(t, pgstore.Config{Schema: "public", ReplicatedClaims: "remote_apply", ReplicatedClaimTimeout: timeout,
+		Batch: pgstore.Batch{Window: 2 * time.Millisecond}})
+	// Before the stall, a replicated claim is confirmed.
+	mustClaim(t, f.repl, claimParams("before", "a", t0))
+	mustClaim(t, f.batched, claimParams("before-batched", "a", t0))
+	old := mustClaim(t, f.plain, claimParams("expired", "a", t0))
+	mustFinish(t, f.plain, succeed(old, "old", t0, time.Second))
+	f.unknown = mustClaim(t, f.plain, claimParams("unknown", "a", t0))
+	if _, err := f.plain.Finish(context.Background(), idem.FinishParams{Scope: f.unknown.Record.Scope, Key: "unknown",
+		Fence: f.unknown.Record.Fence, AttemptID: "a", State: idem.StateUnknown, CompletedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	f.p.caughtUp(t)
+	f.mon = connect(t, f.p.primary)
+	return f
+}
+
+// claimsFailClosed: each path a claim commits by fails closed, just
+// after the timeout, while the link is stalled.
+func (f *stallFixture) claimsFailClosed(ctx context.Context, t *testing.T) {
+	t.Helper()
 	notReplicated := func(name string, err error, took time.Duration) {
 		t.Helper()
 		if !errors.Is(err, pgstore.ErrNotReplicated) || !errors.Is(err, idem.ErrStoreUnavailable) {
 			t.Errorf("%s during the stall: %v, want ErrNotReplicated (ErrStoreUnavailable)", name, err)
 		}
-		if took < timeout || took > timeout+2*time.Second {
-			t.Errorf("%s failed after %s, want just over %s", name, took, timeout)
+		if took < f.timeout || took > f.timeout+2*time.Second {
+			t.Errorf("%s failed after %s, want just over %s", name, took, f.timeout)
 		}
 	}
 	for _, c := range []struct {
@@ -189,11 +246,11 @@ func TestReplicatedClaimFailsClosed(t *testing.T) {
 		store *pgstore.Store
 		p     idem.ClaimParams
 	}{
-		{"a first claim", repl, claimParams("first", "a", t0)},
-		{"a batched first claim", batched, claimParams("first-batched", "a", t0)},
-		{"a take-over of an expired record", repl, claimParams("expired", "b", t0.Add(time.Hour))},
-		{"a claim finding its own row", repl, claimParams("first", "a", t0)},
-		{"a batched claim finding its own row", batched, claimParams("first-batched", "a", t0)},
+		{"a first claim", f.repl, claimParams("first", "a", t0)},
+		{"a batched first claim", f.batched, claimParams("first-batched", "a", t0)},
+		{"a take-over of an expired record", f.repl, claimParams("expired", "b", t0.Add(time.Hour))},
+		{"a claim finding its own row", f.repl, claimParams("first", "a", t0)},
+		{"a batched claim finding its own row", f.batched, claimParams("first-batched", "a", t0)},
 	} {
 		start := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -206,57 +263,29 @@ func TestReplicatedClaimFailsClosed(t *testing.T) {
 	}
 	// A re-drive (resolving an unknown record to in_progress for a new
 	// attempt) is a claim too.
-	start = time.Now()
-	_, err := repl.Resolve(ctx, idem.ResolveParams{Scope: unk.Record.Scope, Key: "unknown", Fence: unk.Record.Fence,
+	start := time.Now()
+	rec := f.unknown.Record
+	_, err := f.repl.Resolve(ctx, idem.ResolveParams{Scope: rec.Scope, Key: rec.Key, Fence: rec.Fence,
 		From: []idem.State{idem.StateUnknown}, To: idem.StateInProgress, AttemptID: "r", Now: t0, LeaseUntil: t0.Add(time.Minute)})
 	notReplicated("a re-drive", err, time.Since(start))
-	// The caller's ctx ends the wait too.
-	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	slow := p.openStore(t, pgstore.Config{Schema: "public", ReplicatedClaims: "on", ReplicatedClaimTimeout: time.Minute})
-	start = time.Now()
-	_, err = slow.Claim(cctx, claimParams("ctx", "a", t0))
-	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
-		t.Errorf("a claim whose ctx ended: %v after %s, want DeadlineExceeded", err, time.Since(start))
-	}
-	// Each interrupted wait was cancelled, not left behind on the server.
+}
+
+// noWaiterLeft: each interrupted wait was cancelled on the server too,
+// not left waiting there.
+func (f *stallFixture) noWaiterLeft(ctx context.Context, t *testing.T) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		pids, err := syncRepWaiters(ctx, mon)
+		pids, err := syncRepWaiters(ctx, f.mon)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(pids) == 0 {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("backends still waiting for the standby: %v", pids)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-
-	// In a caller's transaction the claim makes the caller's COMMIT wait.
-	tx, err := repl.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustClaim(t, repl.WithTx(tx), claimParams("in-tx", "a", t0))
-	cctx, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
-	err = tx.Commit(cctx)
-	cancel()
-	if err == nil {
-		t.Errorf("the caller's COMMIT did not wait for the stalled standby")
-	}
-
-	// Once the link is back, claims are confirmed again, the own rows
-	// of the failed ones included.
-	p.relay.Resume()
-	for _, c := range []struct {
-		store *pgstore.Store
-		p     idem.ClaimParams
-	}{{repl, claimParams("first", "a", t0)}, {batched, claimParams("first-batched", "a", t0)}, {repl, claimParams("after", "a", t0)}} {
-		if res := mustClaim(t, c.store, c.p); !res.Claimed {
-			t.Errorf("claim %s after the stall: %+v", c.p.Key, res)
-		}
 	}
 }
