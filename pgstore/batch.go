@@ -96,10 +96,16 @@ type batcher struct {
 	// submitted counts the writes queued, largestTx the most writes one
 	// transaction held (for tests).
 	submitted, largestTx atomic.Int64
+	// st is set when claims are replicated: each batch's commit must then
+	// be confirmed by the standbys (see Store.onSyncConn).
+	st *Store
 }
 
-func newBatcher(pool *pgxpool.Pool, b Batch) *batcher {
+func newBatcher(pool *pgxpool.Pool, b Batch, st *Store) *batcher {
 	bt := &batcher{pool: pool, sem: make(chan struct{}, maxInFlight), txWrites: maxTxWrites, eager: b.Eager}
+	if st.replicated() {
+		bt.st = st
+	}
 	bt.q = commitqueue.Start(b, bt.start, func(r *batchReq) { r.done <- batchRes{err: errClosed("batch")} })
 	return bt
 }
@@ -172,26 +178,62 @@ func (b *batcher) flush(batch []*batchReq) {
 			break
 		}
 	}
+	if b.st == nil {
+		answer(batch, b.write(ctx, conn, batch))
+		return
+	}
+	// Replicated claims: the batch's commit waits for the standbys, and
+	// a wait that was interrupted or cancelled fails every request in it
+	// (none is used); the connection is closed (see Store.onSyncConn).
+	pgc := conn.Conn().PgConn()
+	takeNotices(pgc)
+	wctx, wcancel := context.WithTimeout(ctx, b.st.cfg.ReplicatedClaimTimeout)
+	results := b.write(wctx, conn, batch)
+	interrupted := wctx.Err() != nil
+	wcancel()
+	if cancelled := takeNotices(pgc)&noticeSyncRepCancelled != 0; interrupted || cancelled {
+		closeConn(pgc)
+		answerAll(batch, wrap("batch commit", b.st.syncFailure(interrupted, cancelled, nil)))
+		return
+	}
+	answer(batch, results)
+}
+
+// write runs one batch on conn and returns every request's answer.
+func (b *batcher) write(ctx context.Context, conn *pgxpool.Conn, batch []*batchReq) []batchRes {
 	results, err := runBatch(ctx, conn, batch)
 	switch {
 	case err == nil:
-		for i, r := range batch {
-			r.done <- results[i]
-		}
+		return results
 	case errors.Is(err, errCommit):
-		answerAll(batch, wrap("batch commit", err))
-	default:
-		// A statement failed and aborted the transaction before COMMIT:
-		// nothing was written. Run each request alone so only its own
-		// caller sees the failure.
-		b.fallbacks.Add(1)
-		if _, rerr := conn.Exec(ctx, "ROLLBACK"); rerr != nil {
-			answerAll(batch, wrap("batch", errors.Join(err, rerr)))
-			return
-		}
-		for _, r := range batch {
-			r.done <- runOne(ctx, conn, r)
-		}
+		return same(len(batch), wrap("batch commit", err))
+	}
+	// A statement failed and aborted the transaction before COMMIT:
+	// nothing was written. Run each request alone so only its own caller
+	// sees the failure.
+	b.fallbacks.Add(1)
+	if _, rerr := conn.Exec(ctx, "ROLLBACK"); rerr != nil {
+		return same(len(batch), wrap("batch", errors.Join(err, rerr)))
+	}
+	for i, r := range batch {
+		results[i] = runOne(ctx, conn, r)
+	}
+	return results
+}
+
+// same returns n answers that are all err.
+func same(n int, err error) []batchRes {
+	out := make([]batchRes, n)
+	for i := range out {
+		out[i].err = err
+	}
+	return out
+}
+
+// answer sends each request its answer.
+func answer(batch []*batchReq, results []batchRes) {
+	for i, r := range batch {
+		r.done <- results[i]
 	}
 }
 

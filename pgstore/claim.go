@@ -63,10 +63,18 @@ func (o ops) claimRound(ctx context.Context, p idem.ClaimParams) (res idem.Claim
 	case claimed:
 		return idem.ClaimResult{Record: rec, Claimed: true}, true, nil
 	case rec.State == idem.StateInProgress && rec.AttemptID == p.AttemptID:
-		// Our own earlier claim committed but its answer was lost.
+		// Our own earlier claim committed but its answer was lost — or,
+		// with replicated claims, its wait for the standbys was: it is
+		// made durable on them before it is reported.
+		if o.st.replicated() {
+			mine, err := o.confirmOwn(ctx, p, rec.Fence)
+			if err != nil || !mine {
+				return res, false, o.retryable("claim", err)
+			}
+		}
 		return idem.ClaimResult{Record: rec, Claimed: true}, true, nil
 	case rec.Expired(p.Now):
-		rec, found, err := o.reclaim(ctx, p, rec.Fence)
+		rec, found, err := o.reclaimAt(ctx, p, rec.Fence)
 		if err != nil || !found {
 			return res, false, o.retryable("claim", err)
 		}
@@ -109,6 +117,8 @@ func (o ops) claimOnce(ctx context.Context, p idem.ClaimParams) (rec idem.Record
 	if b != nil {
 		res := b.submit(ctx, "claim", p.Scope, p.Key, o.sql.claim, args)
 		rec, claimed, found, err = res.rec, res.flag, res.found, res.err
+	} else if o.st.replicated() && !o.db.inTx() {
+		rec, claimed, found, err = o.claimSync(ctx, p, args)
 	} else {
 		if !mix.ReadFirst() {
 			// Mostly first-time requests: try the plain insert. One row
@@ -138,9 +148,69 @@ func (o ops) claimOnce(ctx context.Context, p idem.ClaimParams) (rec idem.Record
 	return rec, claimed, found, err
 }
 
-func (o ops) reclaim(ctx context.Context, p idem.ClaimParams, fence int64) (idem.Record, bool, error) {
+// claimSync is claimOnce's unbatched statements for a replicated claim, on
+// a connection of their own whose commits must be confirmed by the
+// standbys (see onSyncConn).
+func (o ops) claimSync(ctx context.Context, p idem.ClaimParams, args []any) (rec idem.Record, claimed, found bool, err error) {
+	err = o.st.onSyncConn(ctx, func(ctx context.Context, q querier) error {
+		n, err := q.exec(ctx, o.sql.insertOnly, args...)
+		if err != nil || n == 1 {
+			rec, claimed, found = insertedRecord(p), n == 1, n == 1
+			return err
+		}
+		var flag bool
+		rec, err = scanRecord(q.queryRow(ctx, o.sql.claim, args...), &flag)
+		claimed, found = flag, err == nil
+		if isNoRows(err) {
+			err = nil
+		}
+		return err
+	})
+	if err != nil {
+		return idem.Record{}, false, false, err
+	}
+	return rec, claimed, found, nil
+}
+
+// syncWrite runs write where a replicated claim's statements run: in the
+// caller's transaction (whose COMMIT then waits for the standbys), or on a
+// connection of its own whose commits are checked (onSyncConn).
+func (o ops) syncWrite(ctx context.Context, write func(ctx context.Context, q querier) error) error {
+	if o.db.inTx() {
+		return write(ctx, o.db)
+	}
+	return o.st.onSyncConn(ctx, write)
+}
+
+// confirmOwn makes the claim's own in_progress row, found at fence, durable
+// on the standbys: it rewrites the row unchanged in a transaction that
+// waits for them (touchOwn). It reports false when the row is no longer
+// the attempt's claim at that fence.
+func (o ops) confirmOwn(ctx context.Context, p idem.ClaimParams, fence int64) (bool, error) {
+	var n int64
+	err := o.syncWrite(ctx, func(ctx context.Context, q querier) (err error) {
+		n, err = q.exec(ctx, o.sql.touchOwn, p.Scope, p.Key, fence, encodeAttempt(p.AttemptID))
+		return err
+	})
+	return n == 1, err
+}
+
+// reclaimAt takes over the expired record at fence (reclaim), waiting for
+// the standbys when claims are replicated.
+func (o ops) reclaimAt(ctx context.Context, p idem.ClaimParams, fence int64) (rec idem.Record, found bool, err error) {
+	if !o.st.replicated() || o.db.inTx() {
+		return o.reclaim(ctx, o.db, p, fence)
+	}
+	err = o.st.onSyncConn(ctx, func(ctx context.Context, q querier) (err error) {
+		rec, found, err = o.reclaim(ctx, q, p, fence)
+		return err
+	})
+	return rec, found, err
+}
+
+func (o ops) reclaim(ctx context.Context, db querier, p idem.ClaimParams, fence int64) (idem.Record, bool, error) {
 	fp := p.Fingerprint
-	row := o.db.queryRow(ctx, o.sql.reclaim, p.Scope, p.Key, fp[:], encodeAttempt(p.AttemptID), p.Intent,
+	row := db.queryRow(ctx, o.sql.reclaim, p.Scope, p.Key, fp[:], encodeAttempt(p.AttemptID), p.Intent,
 		nullTime(p.Now), nullTime(p.LeaseUntil), fence)
 	rec, err := scanRecord(row)
 	if isNoRows(err) {

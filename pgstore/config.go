@@ -3,6 +3,7 @@ package pgstore
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/idemkit/idem/groupcommit"
 	"github.com/idemkit/idem/internal/commitqueue"
@@ -50,7 +51,44 @@ type Config struct {
 	// versions, the new ones stop fitting, and about half the updates are
 	// no longer HOT (see docs/performance.md). Defaults to false.
 	BatchFinishes bool
+
+	// ReplicatedClaims makes every claim durable on the synchronous
+	// standbys before it is reported: the claim's transaction runs with
+	// synchronous_commit at this level (SET LOCAL, whatever the server's
+	// or the role's default), so a failover to a synchronous standby
+	// keeps every claim whose effect ran. Outcome writes keep the
+	// session's level. "on" waits until the standby has flushed the claim
+	// to disk, "remote_apply" until it has also applied it (visible to
+	// reads on the standby), "remote_write" only until the standby's
+	// operating system has it (a crash of the standby's machine together
+	// with the primary's loses it; CheckReplication warns). It has effect
+	// only with synchronous_standby_names set on the primary. A claim whose
+	// wait the standby does not end within ReplicatedClaimTimeout, or
+	// whose wait is cancelled (the caller's ctx, an operator's
+	// pg_cancel_backend), fails closed with an error matching
+	// [ErrNotReplicated] and idem.ErrStoreUnavailable: its effect does not
+	// run. A claim that finds its own earlier row (a retry after a lost
+	// answer) first makes that row durable the same way. The pool must
+	// pass PostgreSQL's warnings to pgstore (see [ConfigurePool]; [Open]
+	// does it). Defaults to "": claims commit at the session's
+	// synchronous_commit.
+	ReplicatedClaims string
+
+	// ReplicatedClaimTimeout bounds a claim's wait for the synchronous
+	// standbys when ReplicatedClaims is set; past it the wait is
+	// cancelled and the claim fails closed. Defaults to 5s.
+	ReplicatedClaimTimeout time.Duration
 }
+
+// The levels Config.ReplicatedClaims accepts, besides "" (off).
+const (
+	ReplicatedOn          = "on"
+	ReplicatedRemoteApply = "remote_apply"
+	ReplicatedRemoteWrite = "remote_write"
+)
+
+// DefaultReplicatedClaimTimeout is Config.ReplicatedClaimTimeout's default.
+const DefaultReplicatedClaimTimeout = 5 * time.Second
 
 // Batch is [groupcommit.Config]: the window and batch size of group commit.
 type Batch = groupcommit.Config
@@ -83,6 +121,18 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if err := checkIdent("Table", c.Table, maxTable); err != nil {
 		return c, err
+	}
+	switch c.ReplicatedClaims {
+	case "", ReplicatedOn, ReplicatedRemoteApply, ReplicatedRemoteWrite:
+	default:
+		return c, fmt.Errorf("pgstore: Config.ReplicatedClaims %q is not a synchronous_commit level claims can wait at; use %q, %q, %q or \"\" (off)",
+			c.ReplicatedClaims, ReplicatedOn, ReplicatedRemoteApply, ReplicatedRemoteWrite)
+	}
+	if c.ReplicatedClaimTimeout < 0 {
+		return c, fmt.Errorf("pgstore: Config.ReplicatedClaimTimeout %s is negative", c.ReplicatedClaimTimeout)
+	}
+	if c.ReplicatedClaimTimeout == 0 {
+		c.ReplicatedClaimTimeout = DefaultReplicatedClaimTimeout
 	}
 	var err error
 	c.Batch, err = commitqueue.Defaults("pgstore", c.Batch)

@@ -80,6 +80,45 @@
 // key committed after the transaction began fails with SQLSTATE 40001 and the
 // whole transaction must be retried.
 //
+// # Replication and failover
+//
+// A claim decides a key only while its row survives. An asynchronous
+// standby promoted after the primary died lacks the claims it had not
+// received, and every retry that follows claims its key afresh and runs
+// the effect again. [Store.CheckReplication] (an [idem.ReplicationChecker],
+// asked by idem.New and idem doctor) reads pg_stat_replication,
+// synchronous_standby_names and synchronous_commit as the store's sessions
+// see them, and refuses a standby, read-only sessions, and standbys that
+// claims do not wait for; it warns about remote_write, asynchronous
+// standbys beside synchronous ones, quorum commit, no synchronous standby
+// connected, and standbys the role may not see (pg_monitor).
+//
+// Config.ReplicatedClaims makes each claim durable on the synchronous
+// standbys before its effect runs: the claim's statement sets
+// synchronous_commit for its own transaction (set_config with is_local,
+// SET LOCAL in the same statement: no extra round trip; PostgreSQL reads
+// the setting at commit), so outcome writes keep the server's level. The
+// claims of a group-commit batch make the batch's COMMIT wait; a take-over
+// of an expired record and a re-drive wait as well. A commit whose wait for
+// the standbys was cut short has committed on the primary alone, and
+// PostgreSQL then reports success with only a WARNING ("canceling wait for
+// synchronous replication"): pgstore watches for that warning on the
+// claim's connection (see [ConfigurePool]), bounds the wait by
+// Config.ReplicatedClaimTimeout and ctx, and fails the claim closed with
+// [ErrNotReplicated] (idem.ErrStoreUnavailable) — its effect does not run.
+// The engine retries such a claim with the same attempt id and finds its
+// own row; before reporting it claimed, the store rewrites the row
+// unchanged in a transaction at the claim's level, so the row is on the
+// standbys first (a transaction that writes nothing commits without
+// waiting). In a caller's transaction ([Store.WithTx]) the claim sets the
+// level for that transaction, and the caller's COMMIT waits.
+//
+// Point the store at every candidate primary with a multi-host DSN and
+// target_session_attrs=read-write
+// (postgres://u@a:5432,b:5432/db?target_session_attrs=read-write): after a
+// failover the pool's new connections go to the promoted server, without
+// a restart.
+//
 // # Notifications
 //
 // Finish, Release and Resolve call pg_notify, for records a waiter has

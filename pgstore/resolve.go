@@ -37,7 +37,16 @@ func (o ops) Resolve(ctx context.Context, p idem.ResolveParams) (*idem.Record, e
 			return nil, err
 		}
 		args = append(args, o.notifyArgs(p.Scope, p.Key)...)
-		rec, err = scanRecord(o.db.queryRow(ctx, o.sql.resolveUpdate, args...), &notified)
+		if p.To == idem.StateInProgress && o.st.replicated() {
+			// A re-drive claims the key for a new attempt: it waits for
+			// the standbys as a claim does, and fails closed likewise.
+			err = o.syncWrite(ctx, func(ctx context.Context, q querier) (err error) {
+				rec, err = scanRecord(q.queryRow(ctx, o.sql.resolveClaim, args...), &notified)
+				return err
+			})
+		} else {
+			rec, err = scanRecord(o.db.queryRow(ctx, o.sql.resolveUpdate, args...), &notified)
+		}
 	}
 	switch {
 	case err == nil && p.Release:

@@ -20,14 +20,40 @@ type statements struct {
 	setMark, get, list, sweep     string
 	sweepUnbounded, markWaiting   string
 	sweepSince                    string
+	// touchOwn makes a claim's own row durable on the standbys (used only
+	// with Config.ReplicatedClaims).
+	touchOwn string
+	// resolveClaim is resolveUpdate for a re-drive (to in_progress),
+	// which waits for the standbys with Config.ReplicatedClaims.
+	resolveClaim string
 }
 
 // buildStatements renders the statements for table (already quoted). With
 // notify, the statements that record an outcome or delete a claim wake
 // waiters: pg_notify runs once per row they actually changed, and inside a
-// caller's transaction the notification is delivered only at commit.
-func buildStatements(table string, notify bool) statements {
-	r := strings.NewReplacer("{T}", table, "{COLS}", columns)
+// caller's transaction the notification is delivered only at commit. With
+// a syncLevel (Config.ReplicatedClaims), the statements that write a claim
+// carry syncClause, so that the transaction they commit in waits for the
+// standbys at that level.
+func buildStatements(table string, notify bool, syncLevel string) statements {
+	sync := ""
+	if syncLevel != "" {
+		sync = " AND " + syncClause(syncLevel)
+	}
+	r := strings.NewReplacer("{T}", table, "{COLS}", columns, "{SYNC}", sync)
+	insertOnly := `INSERT INTO {T} (scope, key, fingerprint, state, fence, attempt_id, intent, mark, created_at, lease_until)
+VALUES ($1, $2, $3, 'p', 1, $4, $5, '', $6, $7)
+ON CONFLICT (scope, key) DO NOTHING`
+	resolveUpdate := `UPDATE {T} SET state = $5, fence = fence + 1, attempt_id = $6, result = $7,
+	completed_at = $8, expires_at = $9, lease_until = $10
+WHERE scope = $1 AND key = $2 AND state = ANY($3::"char"[]) AND ($4::bigint = 0 OR fence = $4){SYNC}
+RETURNING {COLS}, `
+	if syncLevel != "" {
+		// The same insert, as a SELECT that can carry the condition.
+		insertOnly = `INSERT INTO {T} (scope, key, fingerprint, state, fence, attempt_id, intent, mark, created_at, lease_until)
+SELECT $1, $2, $3, 'p', 1, $4, $5, '', $6, $7 WHERE ` + syncClause(syncLevel) + `
+ON CONFLICT (scope, key) DO NOTHING`
+	}
 	// notifyAt returns the wake-up expression taking its channel and payload
 	// from the parameters $a and $b. It notifies only when a waiter flagged
 	// the row (see markWaiting): a NOTIFY takes a database-wide lock through
@@ -49,7 +75,7 @@ func buildStatements(table string, notify bool) statements {
 	SELECT {COLS}, false AS claimed FROM {T} WHERE scope = $1 AND key = $2
 ), ins AS (
 	INSERT INTO {T} (scope, key, fingerprint, state, fence, attempt_id, intent, mark, created_at, lease_until)
-	SELECT $1, $2, $3, 'p', 1, $4, $5, '', $6, $7 WHERE NOT EXISTS (SELECT 1 FROM cur)
+	SELECT $1, $2, $3, 'p', 1, $4, $5, '', $6, $7 WHERE NOT EXISTS (SELECT 1 FROM cur){SYNC}
 	ON CONFLICT (scope, key) DO NOTHING
 	RETURNING {COLS}, true AS claimed
 )
@@ -62,16 +88,24 @@ SELECT * FROM ins`),
 		// concurrent inserter won); the caller then runs the claim
 		// statement above, which reads the existing row and handles the
 		// snapshot trap.
-		insertOnly: r.Replace(`INSERT INTO {T} (scope, key, fingerprint, state, fence, attempt_id, intent, mark, created_at, lease_until)
-VALUES ($1, $2, $3, 'p', 1, $4, $5, '', $6, $7)
-ON CONFLICT (scope, key) DO NOTHING`),
+		insertOnly: r.Replace(insertOnly),
 
 		// Take over an expired terminal record. Every condition that made it
 		// reclaimable is re-checked here, against the fence that was read.
 		reclaim: r.Replace(`UPDATE {T} SET fingerprint = $3, state = 'p', fence = fence + 1, attempt_id = $4,
 	intent = $5, result = NULL, mark = '', created_at = $6, lease_until = $7, completed_at = NULL, expires_at = NULL, waiting = false
-WHERE scope = $1 AND key = $2 AND fence = $8 AND state IN ('s', 'f') AND expires_at <= $6
+WHERE scope = $1 AND key = $2 AND fence = $8 AND state IN ('s', 'f') AND expires_at <= $6{SYNC}
 RETURNING {COLS}`),
+
+		// A claim that finds its own row (an earlier claim of the same
+		// attempt committed, but its answer or its wait for the standbys
+		// was lost) rewrites it unchanged: a write, so the transaction
+		// commits a record and waits for the standbys, and a commit
+		// confirmed by them confirms every earlier one, the row's own
+		// included. (A transaction that only takes a transaction id
+		// commits without waiting: measured.)
+		touchOwn: r.Replace(`UPDATE {T} SET lease_until = lease_until
+WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state = 'p'{SYNC}`),
 
 		// Recording a terminal outcome clears the lease, which means
 		// nothing any more (8 bytes less a row, migration 0003).
@@ -104,10 +138,10 @@ SELECT (SELECT count(*) FROM del), EXISTS (SELECT 1 FROM {T} WHERE scope = $1 AN
 		heartbeat: r.Replace(`UPDATE {T} SET lease_until = $5
 WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state = 'p'`),
 
-		resolveUpdate: r.Replace(`UPDATE {T} SET state = $5, fence = fence + 1, attempt_id = $6, result = $7,
-	completed_at = $8, expires_at = $9, lease_until = $10
-WHERE scope = $1 AND key = $2 AND state = ANY($3::"char"[]) AND ($4::bigint = 0 OR fence = $4)
-RETURNING {COLS}, ` + notifyAt("11", "12")),
+		resolveUpdate: r.Replace(strings.Replace(resolveUpdate, "{SYNC}", "", 1) + notifyAt("11", "12")),
+		// A resolution to in_progress (a re-drive) is a claim: with
+		// replicated claims it waits for the standbys like one.
+		resolveClaim: r.Replace(resolveUpdate + notifyAt("11", "12")),
 
 		resolveDelete: r.Replace(`DELETE FROM {T}
 WHERE scope = $1 AND key = $2 AND state = ANY($3::"char"[]) AND ($4::bigint = 0 OR fence = $4)
@@ -146,6 +180,18 @@ SELECT (SELECT count(*) FROM upd), EXISTS (SELECT 1 FROM {T} WHERE scope = $1 AN
 )) AND state IN ('s', 'f') AND expires_at <= $1`),
 		sweepUnbounded: r.Replace(`DELETE FROM {T} WHERE state IN ('s', 'f') AND expires_at <= $1`),
 	}
+}
+
+// syncClause is the condition a replicated claim's statement carries. It
+// sets synchronous_commit for the rest of the transaction (set_config with
+// is_local is SET LOCAL; PostgreSQL reads the setting when the transaction
+// commits, after the statement), so that the commit waits for the
+// standbys at level; and client_min_messages, so that PostgreSQL's warning
+// about a cancelled wait reaches the client whatever the role's setting.
+// Both calls return text, never NULL: the condition is always true. level
+// is one of Config.ReplicatedClaims' values, validated.
+func syncClause(level string) string {
+	return "set_config('synchronous_commit', '" + level + "', true) IS NOT NULL AND set_config('client_min_messages', 'warning', true) IS NOT NULL"
 }
 
 // notifyInSet is a SET item that wakes flagged waiters of the changed row

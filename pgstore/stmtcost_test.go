@@ -143,7 +143,7 @@ func TestStatementCost(t *testing.T) {
 		tbl := table(like)
 		families = append(families, family{name, ins(tbl), upd(tbl)})
 	}
-	stmts := func(tbl string) statements { return buildStatements(tbl, true) }
+	stmts := func(tbl string) statements { return buildStatements(tbl, true, "") }
 	idemInsOn := func(tbl string) func(string, time.Time) error { return idemIns(stmts(tbl).insertOnly, intent) }
 	finishKnownOn := func(tbl string) func(string, time.Time) error { return known(stmts(tbl).finishKnown, intent) }
 	variant := func(sql string) func(tbl string) func(string, time.Time) error {

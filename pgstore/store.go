@@ -50,7 +50,9 @@ var (
 
 // New returns a store that keeps records in cfg's table through pool. The
 // caller keeps ownership of pool: [Store.Close] does not close it. With
-// cfg.Migrate set it applies pending migrations first, under ctx.
+// cfg.Migrate set it applies pending migrations first, under ctx. With
+// cfg.ReplicatedClaims set, pool must have been built from a
+// configuration prepared by [ConfigurePool]: New checks it, under ctx.
 func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if pool == nil {
 		return nil, errNilPool
@@ -60,7 +62,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{pool: pool, cfg: cfg, names: newNames(cfg.Schema, cfg.Table)}
-	s.ops = ops{st: s, db: pgxQuerier{db: pool}, sql: buildStatements(s.names.table, !cfg.DisableNotify)}
+	s.ops = ops{st: s, db: pgxQuerier{db: pool}, sql: buildStatements(s.names.table, !cfg.DisableNotify, cfg.ReplicatedClaims)}
 	if !cfg.DisableNotify {
 		s.lis = newListener(pool.Config().ConnConfig, channelName(cfg.Schema, cfg.Table))
 	}
@@ -69,17 +71,30 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 			return nil, err
 		}
 	}
+	if s.replicated() {
+		if err := probeNotices(ctx, pool); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Batch.On() {
-		s.batch = newBatcher(pool, cfg.Batch)
+		s.batch = newBatcher(pool, cfg.Batch, s)
 	}
 	return s, nil
 }
 
 // Open connects a new pool to dsn (a PostgreSQL URL or keyword/value string,
 // as accepted by pgxpool.ParseConfig) and returns a store that owns it:
-// [Store.Close] closes the pool.
+// [Store.Close] closes the pool. The pool's configuration is prepared by
+// [ConfigurePool]. A multi-host dsn with target_session_attrs=read-write
+// (postgres://u@a:5432,b:5432/db?target_session_attrs=read-write) follows
+// a failover: connections made after it go to the promoted server.
 func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
-	pool, err := pgxpool.New(ctx, dsn)
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, wrap("open", err)
+	}
+	ConfigurePool(pcfg)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, wrap("open", err)
 	}

@@ -23,6 +23,13 @@ import (
 // retries a statement that returned an error; Claim loops only while its
 // statement succeeds without returning a row. Notifications sent by the
 // view's writes are delivered when tx commits, and dropped if it rolls back.
+//
+// With Config.ReplicatedClaims, a claim made in tx sets synchronous_commit
+// for the rest of tx, so the caller's COMMIT waits for the synchronous
+// standbys: the claim and the local write it guards survive a failover
+// together or not at all. The wait is the caller's: a COMMIT whose wait
+// was cancelled reports success with a WARNING, which only the caller's
+// connection sees.
 func (s *Store) WithTx(tx pgx.Tx) idem.Store {
 	return txStore{ops{st: s, db: pgxQuerier{db: tx, tx: true}, sql: s.sql}}
 }

@@ -89,6 +89,15 @@ func TestDSNRewriting(t *testing.T) {
 	if got := pgDriverDSN("postgres://u@h/db?schema=s&batch=2ms&batch_size=64&batch_finish=true&sslmode=disable&notify=false"); got != "postgres://u@h/db?sslmode=disable" {
 		t.Errorf("pgDriverDSN = %q", got)
 	}
+	if got := pgDriverDSN("postgres://u@a:1,b:2/db?replicated_claims=on&replicated_claims_timeout=1s&target_session_attrs=read-write"); got != "postgres://u@a:1,b:2/db?target_session_attrs=read-write" {
+		t.Errorf("pgDriverDSN = %q", got)
+	}
+	for dsn, want := range map[string]string{"postgres://h/db": "", "postgres://h/db?replicated_claims=off": "",
+		"postgres://h/db?replicated_claims=ON": "on", "postgres://h/db?replicated_claims=remote_apply": "remote_apply"} {
+		if got := pgReplicatedLevel(dsn); got != want {
+			t.Errorf("pgReplicatedLevel(%q) = %q, want %q", dsn, got, want)
+		}
+	}
 	got, err := mysqlDriverDSN("mysql://root:p%40ss@h/test?table=t")
 	if err != nil || got != "root:p@ss@tcp(h:3306)/test?interpolateParams=true" {
 		t.Errorf("mysqlDriverDSN = %q, %v", got, err)

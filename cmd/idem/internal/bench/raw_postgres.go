@@ -16,7 +16,7 @@ import (
 
 // pgIdemParams are the DSN parameters that configure idem's store rather
 // than pgx; the raw pool does not get them.
-var pgIdemParams = []string{"schema", "notify", "batch", "batch_size", "batch_finish"}
+var pgIdemParams = []string{"schema", "notify", "batch", "batch_size", "batch_finish", "replicated_claims", "replicated_claims_timeout"}
 
 // PostgreSQL: idem's store gets schema=<scratch>, a schema of its own in
 // the same database, and the raw table lives beside it in that schema; the
@@ -36,16 +36,26 @@ func openPostgresTarget(ctx context.Context, d storeopen.DSN, name string) (*tar
 		pool.Close()
 		return nil, fmt.Errorf("create a scratch schema: %w", err)
 	}
-	raw := &pgRaw{pool: pool, table: pgx.Identifier{name, "raw_records"}.Sanitize()}
+	level := pgReplicatedLevel(d.Raw)
+	raw := &pgRaw{pool: pool, table: pgx.Identifier{name, "raw_records"}.Sanitize(), syncLevel: level}
 	if err := raw.create(ctx); err != nil {
 		_, _ = pool.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{name}.Sanitize()+" CASCADE")
 		pool.Close()
 		return nil, err
 	}
-	var syncCommit, fsync, version string
-	if err := pool.QueryRow(ctx, "SELECT current_setting('synchronous_commit'), current_setting('fsync'), current_setting('server_version')").
-		Scan(&syncCommit, &fsync, &version); err != nil {
+	var syncCommit, fsync, version, syncNames string
+	var syncStandbys int
+	if err := pool.QueryRow(ctx, `SELECT current_setting('synchronous_commit'), current_setting('fsync'), current_setting('server_version'),
+		current_setting('synchronous_standby_names'), (SELECT count(*) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum'))`).
+		Scan(&syncCommit, &fsync, &version, &syncNames, &syncStandbys); err != nil {
 		syncCommit, fsync, version = "?", "?", "?"
+	}
+	durability := fmt.Sprintf("PostgreSQL %s, synchronous_commit=%s, fsync=%s", version, syncCommit, fsync)
+	if syncNames != "" {
+		durability += fmt.Sprintf(", synchronous_standby_names='%s' (%d connected)", syncNames, syncStandbys)
+	}
+	if level != "" {
+		durability += ", claims (both sides) at synchronous_commit=" + level
 	}
 	cleanup := func(ctx context.Context) error {
 		defer pool.Close()
@@ -54,7 +64,7 @@ func openPostgresTarget(ctx context.Context, d storeopen.DSN, name string) (*tar
 	}
 	return &target{idemDSN: withQuery(d.Raw, "schema", name), raw: raw, cleanup: cleanup,
 		footprint: postgresFootprint(pool, name), prefill: postgresPrefill(pool, name),
-		durability:     fmt.Sprintf("PostgreSQL %s, synchronous_commit=%s, fsync=%s", version, syncCommit, fsync),
+		durability:     durability,
 		durabilityNote: postgresDurabilityNote(syncCommit, fsync)}, nil
 }
 
@@ -77,9 +87,31 @@ func pgDriverDSN(raw string) string {
 	return base + "?" + vals.Encode()
 }
 
+// pgReplicatedLevel is the level a DSN's replicated_claims asks claims to
+// wait at ("" when off). The DSN was validated by storeopen.
+func pgReplicatedLevel(raw string) string {
+	_, q, _ := strings.Cut(raw, "?")
+	vals, err := url.ParseQuery(q)
+	if err != nil {
+		return ""
+	}
+	switch v := strings.ToLower(vals.Get("replicated_claims")); v {
+	case "remote_apply", "remote_write":
+		return v
+	case "on", "true", "1", "t", "yes":
+		return "on"
+	}
+	return ""
+}
+
 type pgRaw struct {
 	pool  *pgxpool.Pool
 	table string
+	// syncLevel, with replicated_claims, is the synchronous_commit level
+	// the raw insert commits at, as idem's claims do: set in the same
+	// statement (set_config(…, true) is SET LOCAL), the fewest round
+	// trips a hand-written replicated claim can take.
+	syncLevel string
 }
 
 func (p *pgRaw) create(ctx context.Context) error {
@@ -111,9 +143,14 @@ func (p *pgRaw) create(ctx context.Context) error {
 
 func (p *pgRaw) insert(ctx context.Context, key string) (bool, error) {
 	now := time.Now()
-	tag, err := p.pool.Exec(ctx, `INSERT INTO `+p.table+` (scope, key, fingerprint, state, fence, attempt_id, created_at, lease_until)
-		VALUES ($1, $2, $3, 'p', 1, $4, $5, $6) ON CONFLICT DO NOTHING`,
-		benchScope, key, benchFingerprint[:], pgBenchAttempt, now, now.Add(30*time.Second))
+	sql := `INSERT INTO ` + p.table + ` (scope, key, fingerprint, state, fence, attempt_id, created_at, lease_until)
+		VALUES ($1, $2, $3, 'p', 1, $4, $5, $6) ON CONFLICT DO NOTHING`
+	if p.syncLevel != "" {
+		sql = `INSERT INTO ` + p.table + ` (scope, key, fingerprint, state, fence, attempt_id, created_at, lease_until)
+		SELECT $1, $2, $3, 'p', 1, $4, $5, $6 WHERE set_config('synchronous_commit', '` + p.syncLevel + `', true) IS NOT NULL
+		ON CONFLICT DO NOTHING`
+	}
+	tag, err := p.pool.Exec(ctx, sql, benchScope, key, benchFingerprint[:], pgBenchAttempt, now, now.Add(30*time.Second))
 	return tag.RowsAffected() == 1, err
 }
 

@@ -358,6 +358,38 @@ func TestOpenPostgresNotifyOff(t *testing.T) {
 	}
 }
 
+// TestOpenPostgresReplicatedClaims: a postgres DSN with replicated_claims
+// opens a store whose claims wait for the standbys (on the test server,
+// which has none, they do not wait) and whose replication the engine can
+// check through the CLI's store.
+func TestOpenPostgresReplicatedClaims(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := withParam(withParam(pgtest.DSN(t), "replicated_claims", "remote_apply"), "replicated_claims_timeout", "2s")
+	st, err := Open(ctx, dsn, Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ps, ok := st.(*pgstore.Store)
+	if !ok || ps.Config().ReplicatedClaims != "remote_apply" || ps.Config().ReplicatedClaimTimeout != 2*time.Second {
+		t.Fatalf("store %T, config %+v; want ReplicatedClaims remote_apply, 2s", st, ps.Config())
+	}
+	if _, ok := st.(idem.ReplicationChecker); !ok {
+		t.Fatalf("%T does not check its replication", st)
+	}
+	rep, err := st.(idem.ReplicationChecker).CheckReplication(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("test server: %s %v", rep.Topology, rep.Findings)
+	now := time.Now()
+	res, err := st.Claim(ctx, idem.ClaimParams{Scope: "s", Key: "k", AttemptID: "a", Now: now, LeaseUntil: now.Add(time.Minute)})
+	if err != nil || !res.Claimed {
+		t.Fatalf("claim: %+v, %v", res, err)
+	}
+}
+
 // TestOpenRedisWait: a redis DSN's wait_* parameters reach the store: with
 // more replicas asked for than the test server has, a claim is not
 // confirmed and its effect does not run.
@@ -380,5 +412,47 @@ func TestOpenRedisWait(t *testing.T) {
 	})
 	if !errors.Is(err, redisstore.ErrNotDurable) {
 		t.Fatalf("DoBytes = %v, want ErrNotDurable", err)
+	}
+}
+
+// TestPostgresReplicatedClaims: replicated_claims and its timeout reach
+// pgstore.Config and never pgx; bad values are errors naming them.
+func TestPostgresReplicatedClaims(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]pgstore.Config{
+		"postgres://u@h/db":                                                           {},
+		"postgres://u@h/db?replicated_claims=off":                                     {},
+		"postgres://u@h/db?replicated_claims=on":                                      {ReplicatedClaims: "on"},
+		"postgres://u@h/db?replicated_claims=ON&sslmode=disable":                      {ReplicatedClaims: "on"},
+		"postgres://u@h/db?replicated_claims=remote_apply":                            {ReplicatedClaims: "remote_apply"},
+		"postgres://u@h/db?replicated_claims=remote_write":                            {ReplicatedClaims: "remote_write"},
+		"postgres://u@a:1,b:2/db?target_session_attrs=read-write&replicated_claims=1": {ReplicatedClaims: "on"},
+		"postgres://u@h/db?replicated_claims=on&replicated_claims_timeout=250ms":      {ReplicatedClaims: "on", ReplicatedClaimTimeout: 250 * time.Millisecond},
+	} {
+		if _, err := Parse(in); err != nil {
+			t.Errorf("Parse(%q): %v", in, err)
+			continue
+		}
+		dsn, cfg, err := parsePostgres(in)
+		if err != nil || cfg.ReplicatedClaims != want.ReplicatedClaims || cfg.ReplicatedClaimTimeout != want.ReplicatedClaimTimeout ||
+			strings.Contains(dsn, "replicated") {
+			t.Errorf("%s: pgx DSN %q, %q %s, %v; want %q %s", in, dsn, cfg.ReplicatedClaims, cfg.ReplicatedClaimTimeout, err,
+				want.ReplicatedClaims, want.ReplicatedClaimTimeout)
+		}
+	}
+	if dsn, _, _ := parsePostgres("postgres://u@a:1,b:2/db?target_session_attrs=read-write&replicated_claims=on"); dsn != "postgres://u@a:1,b:2/db?target_session_attrs=read-write" {
+		t.Errorf("multi-host DSN for pgx: %q", dsn)
+	}
+	for in, name := range map[string]string{
+		"postgres://u@h/db?replicated_claims=local":                            "replicated_claims",
+		"postgres://u@h/db?replicated_claims=":                                 "replicated_claims",
+		"postgres://u@h/db?replicated_claims=on&replicated_claims_timeout=0":   "replicated_claims_timeout",
+		"postgres://u@h/db?replicated_claims=on&replicated_claims_timeout=5":   "replicated_claims_timeout",
+		"postgres://u@h/db?replicated_claims=on&replicated_claims_timeout=-1s": "replicated_claims_timeout",
+		"postgres://u@h/db?replicated_claims_timeout=1s":                       "replicated_claims_timeout",
+	} {
+		if _, err := Parse(in); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("Parse(%q) = %v, want an error naming %s", in, err, name)
+		}
 	}
 }

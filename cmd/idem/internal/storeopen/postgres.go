@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/pgstore"
@@ -16,16 +17,23 @@ import (
 // schema (default public) for the records table, batch / batch_size for
 // group commit (see batch.go; on PostgreSQL the default is batch=eager,
 // and batch=0 turns it off), batch_finish=true to batch outcomes as well
-// as claims (pgstore.Config.BatchFinishes), and notify=false to turn off LISTEN/NOTIFY
+// as claims (pgstore.Config.BatchFinishes), notify=false to turn off LISTEN/NOTIFY
 // wake-ups (waiters poll instead): CockroachDB and YugabyteDB do not
-// implement LISTEN/NOTIFY.
+// implement LISTEN/NOTIFY, and replicated_claims=on|remote_apply|
+// remote_write (off by default) with replicated_claims_timeout=DURATION
+// (5s) for pgstore.Config.ReplicatedClaims and ReplicatedClaimTimeout:
+// each claim waits until the synchronous standbys have it, and fails
+// closed (503) when they do not confirm it in time. A multi-host DSN with
+// target_session_attrs=read-write
+// (postgres://u@a:5432,b:5432/db?target_session_attrs=read-write) follows
+// a failover to the promoted standby without a restart.
 
 // parsePostgres removes idem's parameters from raw and returns the DSN for
 // pgx and the store configuration. A query that does not parse is an
 // error: dropping it would silently lose schema= (and print or migrate
 // "public" instead).
 func parsePostgres(raw string) (dsn string, cfg pgstore.Config, err error) {
-	dsn, q, err := splitParams(raw, append([]string{"schema", "notify", "batch_finish"}, batchKeys...))
+	dsn, q, err := splitParams(raw, append([]string{"schema", "notify", "batch_finish", "replicated_claims", "replicated_claims_timeout"}, batchKeys...))
 	if err != nil {
 		return "", cfg, err
 	}
@@ -59,7 +67,39 @@ func parsePostgres(raw string) (dsn string, cfg pgstore.Config, err error) {
 		}
 		cfg.BatchFinishes = on
 	}
+	if err := parseReplicated(q, &cfg); err != nil {
+		return "", cfg, err
+	}
 	return dsn, cfg, nil
+}
+
+// parseReplicated reads replicated_claims and replicated_claims_timeout.
+func parseReplicated(q url.Values, cfg *pgstore.Config) error {
+	if v, ok := q["replicated_claims"]; ok {
+		switch l := strings.ToLower(v[0]); l {
+		case pgstore.ReplicatedRemoteApply, pgstore.ReplicatedRemoteWrite:
+			cfg.ReplicatedClaims = l
+		default:
+			on, err := parseBool(l)
+			if err != nil {
+				return fmt.Errorf("replicated_claims=%q: write on, remote_apply, remote_write or off", v[0])
+			}
+			if on {
+				cfg.ReplicatedClaims = pgstore.ReplicatedOn
+			}
+		}
+	}
+	if v, ok := q["replicated_claims_timeout"]; ok {
+		d, err := time.ParseDuration(v[0])
+		if err != nil || d <= 0 {
+			return fmt.Errorf("replicated_claims_timeout=%q is not a positive duration such as 5s", v[0])
+		}
+		if cfg.ReplicatedClaims == "" {
+			return errors.New("replicated_claims_timeout without replicated_claims=on: claims do not wait for the standbys")
+		}
+		cfg.ReplicatedClaimTimeout = d
+	}
+	return nil
 }
 
 // checkPostgres validates the DSN's shape and idem's parameters, schema

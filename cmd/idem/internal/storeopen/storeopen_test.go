@@ -87,7 +87,8 @@ func FuzzParse(f *testing.F) {
 		"postgres://h/db?schema=bad;name", "mysql://root@h/test?table=a;b", "postgres://h/db?notify=false",
 		"redis+cluster://u:p@a:1,b:2/0?prefix=p&wait_replicas=1&wait_timeout=1s", "redis://h/0?wait_aof_local=1",
 		"redis+sentinel://u:p@a:26379,b/0?master=m&wait_replicas=all&min_replicas=1&sentinel_password=x",
-		"redis+cluster://a:1,b:2?cluster_refresh=500ms&wait_replicas=all", "redis+sentinel://h?master="} {
+		"redis+cluster://a:1,b:2?cluster_refresh=500ms&wait_replicas=all", "redis+sentinel://h?master=",
+		"postgres://u@a:1,b:2/db?target_session_attrs=read-write&replicated_claims=on&replicated_claims_timeout=1s"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
