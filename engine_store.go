@@ -87,7 +87,8 @@ func retryable(ctx context.Context, err error) bool {
 	}
 	switch {
 	case errors.Is(err, ErrFenced), errors.Is(err, ErrNotFound), errors.Is(err, ErrClosed),
-		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, ErrNotDurable): // the store waited its own bound already
 		return false
 	}
 	return true

@@ -52,7 +52,23 @@ var (
 	// ErrUnknown marks a handler error meaning "the effect may or may not
 	// have happened". Wrap with [Unknown].
 	ErrUnknown = errors.New("idem: effect outcome unknown")
+	// ErrNotDurable is matched by a store's error for a claim it wrote
+	// but could not make durable where it was configured to (its
+	// replicas did not confirm it within the store's bound): the claim
+	// failed closed and the effect does not run. The engine does not
+	// retry it — the store has waited its bound already — and reports it
+	// as [ErrStoreUnavailable] (HTTP 503).
+	ErrNotDurable = errors.New("idem: the claim could not be made durable in time")
 )
+
+// NotDurableError is an error a store returns (or wraps) for a claim that
+// failed closed: it matches [ErrNotDurable]. Msg is its whole message.
+type NotDurableError struct{ Msg string }
+
+func (e *NotDurableError) Error() string { return e.Msg }
+
+// Is reports [ErrNotDurable].
+func (e *NotDurableError) Is(target error) bool { return target == ErrNotDurable }
 
 // KeyError says why a key was refused.
 type KeyError struct {

@@ -124,3 +124,37 @@ func TestReplicationWarningLogged(t *testing.T) {
 		t.Fatalf("log %q, want a warning naming remote_write", logs.String())
 	}
 }
+
+// notDurableStore fails every claim closed, as a store whose replicas did
+// not confirm it in time does, and counts the attempts.
+type notDurableStore struct {
+	*memstore.Store
+	claims int
+}
+
+func (s *notDurableStore) Claim(context.Context, idem.ClaimParams) (idem.ClaimResult, error) {
+	s.claims++
+	return idem.ClaimResult{}, &idem.NotDurableError{Msg: "replicas did not confirm the claim"}
+}
+
+// TestNotDurableClaimIsNotRetried: a claim that failed closed after the
+// store waited its own bound is answered at once as store-unavailable
+// (503), not retried StoreRetries times (each one another full wait),
+// and its effect does not run.
+func TestNotDurableClaimIsNotRetried(t *testing.T) {
+	t.Parallel()
+	st := &notDurableStore{Store: memstore.New()}
+	e, err := idem.New(st, idem.Config{StoreRetries: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ran := false
+	_, err = e.DoBytes(context.Background(), idem.Request{Key: "k"}, func(context.Context, *idem.Attempt) ([]byte, error) { ran = true; return nil, nil })
+	if !errors.Is(err, idem.ErrNotDurable) || !errors.Is(err, idem.ErrStoreUnavailable) || ran {
+		t.Fatalf("DoBytes = %v (ran %v); want ErrNotDurable and ErrStoreUnavailable, no effect", err, ran)
+	}
+	if st.claims != 1 {
+		t.Fatalf("the claim was tried %d times, want 1", st.claims)
+	}
+}

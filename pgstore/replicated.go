@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemkit/idem"
 )
 
 // Replicated claims (Config.ReplicatedClaims). A claim's statement sets
@@ -29,9 +31,10 @@ import (
 // their confirmation did not come: the wait outlasted
 // Config.ReplicatedClaimTimeout or the caller's context, or was cancelled.
 // The claim may have committed on the primary, but it was not reported:
-// its effect does not run. The error also matches
-// idem.ErrStoreUnavailable (a 503 in the idem CLI's proxy).
-var ErrNotReplicated = errors.New("pgstore: the synchronous standbys did not confirm the claim")
+// its effect does not run. The error also matches idem.ErrNotDurable (the
+// engine does not retry it: the wait had its bound) and, once the engine
+// reports it, idem.ErrStoreUnavailable (a 503 in the idem CLI's proxy).
+var ErrNotReplicated error = &idem.NotDurableError{Msg: "pgstore: the synchronous standbys did not confirm the claim"}
 
 // probeMessage is the warning New raises to check that the pool passes
 // warnings to noticeHandler.

@@ -130,8 +130,9 @@ type WaitConfig struct {
 // ran under it), so a retry claims the key afresh and waits again; a claim
 // it could not release stays in_progress under the caller's attempt id, a
 // retry of the same attempt finds it as its own and waits again, and
-// otherwise the lease turns it unknown.
-var ErrNotDurable = errors.New("redisstore: claim not confirmed durable")
+// otherwise the lease turns it unknown. It matches idem.ErrNotDurable: the
+// engine does not retry such a claim (the wait had its bound).
+var ErrNotDurable error = &idem.NotDurableError{Msg: "redisstore: claim not confirmed durable"}
 
 // Store is an [idem.Store] and [idem.Notifier] on Redis (standalone,
 // Sentinel or Cluster). It is safe for concurrent use.
