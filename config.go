@@ -95,6 +95,17 @@ type Config struct {
 	// The engine then logs each finding at error level and reports an
 	// [EventReplication] with Delta 0. Defaults to false.
 	AllowAsyncReplication bool
+	// ReplicationCheck is how often the engine reads the store's
+	// replication again after New, on its own goroutine (stopped by
+	// Close), for stores that implement [ReplicationChecker]: a setup
+	// that turns unsafe while the engine runs (a failover manager that
+	// empties synchronous_standby_names, a semi-synchronous primary that
+	// fell back to asynchronous) is logged at error level and reported as
+	// an [EventReplication] with Delta 0, and one that is safe again with
+	// Delta 1. Claims already fail closed where the store waits for its
+	// replicas; this keeps the gauge and the logs true. Negative: never.
+	// Defaults to 1m.
+	ReplicationCheck time.Duration
 	// MaxIntent bounds the encoded intent journal written with a claim
 	// (Request.Intent or LazyIntent, as JSON), in bytes: a request whose
 	// intent is larger is refused with an [*IntentTooLargeError] before
@@ -159,6 +170,9 @@ func (c *Config) fill() error {
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
+	}
+	if c.ReplicationCheck == 0 {
+		c.ReplicationCheck = time.Minute
 	}
 	if c.ClockSync == 0 {
 		c.ClockSync = time.Minute

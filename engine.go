@@ -50,7 +50,11 @@ type Engine struct {
 	// abandoning counts the background clean-ups of claims whose answer
 	// was lost while the store did not answer (see abandonClaim); Close
 	// ends them (stopAbandon) and waits.
-	abandoning  sync.WaitGroup
+	abandoning sync.WaitGroup
+	// replStop ends the replication watch (nil when there is none) and
+	// replDone is closed when it has ended.
+	replStop    func()
+	replDone    chan struct{}
 	abandonCtx  context.Context
 	stopAbandon context.CancelFunc
 }
@@ -91,6 +95,7 @@ func NewContext(ctx context.Context, store Store, cfg Config) (*Engine, error) {
 	if err := e.startClockSync(ctx); err != nil {
 		return nil, fmt.Errorf("idem: New: reading the store's clock: %w", err)
 	}
+	e.startReplicationWatch()
 	e.cacheOnFinish = e.cache != nil && !processLocal(store)
 	e.flights.init(e)
 	e.abandonCtx, e.stopAbandon = context.WithCancel(context.Background())
@@ -134,6 +139,7 @@ func (e *Engine) Close() error {
 	e.beats.idle()
 	if !e.txBound {
 		e.stopClockSync()
+		e.stopReplicationWatch()
 	}
 	if e.stopSpool != nil {
 		e.stopSpool()

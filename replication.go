@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // The unique constraint decides who owns a key only if the row that
@@ -127,4 +128,67 @@ func checkReplication(ctx context.Context, store Store, cfg *Config) error {
 	}
 	cfg.Observer.Observe(ctx, Event{Kind: EventReplication, Delta: 0, Err: rerr})
 	return nil
+}
+
+// startReplicationWatch reads the store's replication again every
+// Config.ReplicationCheck until Close (see there).
+func (e *Engine) startReplicationWatch() {
+	rc, ok := e.store.(ReplicationChecker)
+	if !ok || e.cfg.ReplicationCheck < 0 {
+		return
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	e.replStop, e.replDone = stop, make(chan struct{})
+	go e.replicationWatch(ctx, rc)
+}
+
+func (e *Engine) stopReplicationWatch() {
+	if e.replStop != nil {
+		e.replStop()
+		<-e.replDone
+	}
+}
+
+// replicationWatch is the loop of startReplicationWatch. It starts from
+// "safe" (New refused an unsafe store unless told, and then said so) and
+// logs each change; a check that cannot run changes nothing.
+func (e *Engine) replicationWatch(ctx context.Context, rc ReplicationChecker) {
+	defer close(e.replDone)
+	t := time.NewTicker(e.cfg.ReplicationCheck)
+	defer t.Stop()
+	safe := !e.cfg.AllowAsyncReplication
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, min(e.cfg.ReplicationCheck, 30*time.Second))
+		rep, err := rc.CheckReplication(cctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				e.cfg.Logger.Warn("idem: re-reading the store's replication failed; the last judgement stands", "err", err)
+			}
+			continue
+		}
+		now := rep.Safe()
+		switch {
+		case now && !safe:
+			e.cfg.Logger.Info("idem: the store's replication is safe again: a failover cannot lose an acknowledged claim", "topology", rep.Topology)
+		case !now && safe:
+			for _, f := range rep.Findings {
+				if f.Severity == SeverityRefuse {
+					e.cfg.Logger.Error("idem: THE STORE'S REPLICATION TURNED UNSAFE while the engine runs: a failover now can lose acknowledged claims",
+						"topology", rep.Topology, "setting", f.Setting, "value", f.Value, "problem", f.Problem, "fix", f.Fix)
+				}
+			}
+		}
+		safe = now
+		delta, eerr := 1, error(nil)
+		if !now {
+			delta, eerr = 0, &ReplicationError{Topology: rep.Topology, Findings: rep.Findings}
+		}
+		e.cfg.Observer.Observe(ctx, Event{Kind: EventReplication, Delta: delta, Err: eerr})
+	}
 }

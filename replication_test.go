@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/memstore"
@@ -157,4 +158,79 @@ func TestNotDurableClaimIsNotRetried(t *testing.T) {
 	if st.claims != 1 {
 		t.Fatalf("the claim was tried %d times, want 1", st.claims)
 	}
+}
+
+// flipping is a memory store whose replication the test changes.
+type flipping struct {
+	*memstore.Store
+	mu  sync.Mutex
+	rep idem.Replication
+}
+
+func (f *flipping) CheckReplication(context.Context) (idem.Replication, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rep, nil
+}
+
+func (f *flipping) set(r idem.Replication) {
+	f.mu.Lock()
+	f.rep = r
+	f.mu.Unlock()
+}
+
+// TestReplicationWatch: a setup that turns unsafe while the engine runs
+// (the synchronous standby dropped) is logged at error level and the
+// gauge's event says 0; safe again, 1.
+func TestReplicationWatch(t *testing.T) {
+	t.Parallel()
+	st := &flipping{Store: memstore.New(), rep: idem.Replication{Topology: "primary with 1 synchronous standby"}}
+	ev := &replicationEvents{}
+	var logs syncBuffer
+	e, err := idem.New(st, idem.Config{Observer: ev, ReplicationCheck: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	waitDelta := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			ev.mu.Lock()
+			last := ev.deltas[len(ev.deltas)-1]
+			ev.mu.Unlock()
+			if last == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("EventReplication stayed at %d, want %d", last, want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	st.set(asyncStandby)
+	waitDelta(0)
+	if !strings.Contains(logs.String(), "TURNED UNSAFE") || !strings.Contains(logs.String(), "synchronous_standby_names") {
+		t.Fatalf("no error log naming the setting:\n%s", logs.String())
+	}
+	st.set(idem.Replication{Topology: "primary with 1 synchronous standby"})
+	waitDelta(1)
+}
+
+// syncBuffer is a bytes.Buffer safe for the engine's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
