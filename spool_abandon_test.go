@@ -216,14 +216,13 @@ func TestSpoolBelongsToOneStore(t *testing.T) {
 		t.Fatalf("spool files %v, want one", files)
 	}
 	b, _ := os.ReadFile(files[0])
-	spB, err := idem.OpenSpoolFor(dirB, "postgres://db-b/idem")
-	if err != nil {
+	if _, err := idem.OpenSpoolFor(dirB, "postgres://db-b/idem"); err != nil { // binds dirB to B
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dirB, filepath.Base(files[0])), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	spB, err = idem.OpenSpoolFor(dirB, "postgres://db-b/idem")
+	spB, err := idem.OpenSpoolFor(dirB, "postgres://db-b/idem")
 	if err != nil {
 		t.Fatal(err)
 	}

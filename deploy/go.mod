@@ -2,14 +2,9 @@ module github.com/idemkit/idem/deploy
 
 go 1.26.0
 
-replace (
-	github.com/idemkit/idem => ..
-	github.com/idemkit/idem/idemprom => ../idemprom
-)
-
 require (
-	github.com/idemkit/idem v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idem/idemprom v0.0.0-00010101000000-000000000000
+	github.com/idemkit/idem v0.1.0
+	github.com/idemkit/idem/idemprom v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 )
 

@@ -2,20 +2,12 @@ module github.com/idemkit/idem/examples
 
 go 1.26.0
 
-replace (
-	github.com/idemkit/idem => ..
-	github.com/idemkit/idem/idemmcp => ../idemmcp
-	github.com/idemkit/idem/internal/pgtest => ../internal/pgtest
-	github.com/idemkit/idem/pgstore => ../pgstore
-	github.com/idemkit/idem/sqlitestore => ../sqlitestore
-)
-
 require (
-	github.com/idemkit/idem v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idem/idemmcp v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idem/internal/pgtest v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idem/pgstore v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idem/sqlitestore v0.0.0-00010101000000-000000000000
+	github.com/idemkit/idem v0.1.0
+	github.com/idemkit/idem/idemmcp v0.1.0
+	github.com/idemkit/idem/internal/pgtest v0.1.0
+	github.com/idemkit/idem/pgstore v0.1.0
+	github.com/idemkit/idem/sqlitestore v0.1.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	go.uber.org/goleak v1.3.0
 )
@@ -25,6 +17,7 @@ require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/idemkit/idem/internal/testenv v0.1.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/pgx/v5 v5.13.0 // indirect

@@ -3,9 +3,9 @@ module github.com/idemkit/idem/idemgrpc
 go 1.26.0
 
 require (
-	github.com/idemkit/idem v0.0.0
-	github.com/idemkit/idem/internal/crashtest v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idem/sqlitestore v0.0.0-00010101000000-000000000000
+	github.com/idemkit/idem v0.1.0
+	github.com/idemkit/idem/internal/crashtest v0.1.0
+	github.com/idemkit/idem/sqlitestore v0.1.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
 	google.golang.org/grpc v1.85.0
@@ -26,10 +26,4 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
-)
-
-replace (
-	github.com/idemkit/idem => ../
-	github.com/idemkit/idem/internal/crashtest => ../internal/crashtest
-	github.com/idemkit/idem/sqlitestore => ../sqlitestore
 )

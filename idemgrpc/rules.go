@@ -8,7 +8,6 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
-	"github.com/idemkit/idem/internal/pattern"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
@@ -73,7 +72,7 @@ func validateRules(who string, rules []Rule) error {
 }
 
 func (ru *Rule) matches(fullMethod string) bool {
-	return pattern.Match(ru.Pattern, fullMethod)
+	return idem.MatchPattern(ru.Pattern, fullMethod)
 }
 
 func (ru *Rule) operation(fullMethod string) string {

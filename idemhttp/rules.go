@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/pattern"
 )
 
 // Requirement declares whether a route takes an Idempotency-Key.
@@ -88,7 +87,7 @@ func (ru *Rule) matches(method string, r *http.Request) bool {
 			return false
 		}
 	}
-	return pattern.Match(ru.Pattern, r.URL.Path)
+	return idem.MatchPattern(ru.Pattern, r.URL.Path)
 }
 
 func (ru *Rule) operation(method string) string {

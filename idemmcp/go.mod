@@ -2,11 +2,9 @@ module github.com/idemkit/idem/idemmcp
 
 go 1.26.0
 
-replace github.com/idemkit/idem => ..
-
 require (
 	github.com/google/jsonschema-go v0.4.3
-	github.com/idemkit/idem v0.0.0-00010101000000-000000000000
+	github.com/idemkit/idem v0.1.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	go.uber.org/goleak v1.3.0
 )

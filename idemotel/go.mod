@@ -2,10 +2,8 @@ module github.com/idemkit/idem/idemotel
 
 go 1.26.0
 
-replace github.com/idemkit/idem => ..
-
 require (
-	github.com/idemkit/idem v0.0.0-00010101000000-000000000000
+	github.com/idemkit/idem v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0

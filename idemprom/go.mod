@@ -2,10 +2,8 @@ module github.com/idemkit/idem/idemprom
 
 go 1.26.0
 
-replace github.com/idemkit/idem => ..
-
 require (
-	github.com/idemkit/idem v0.0.0-00010101000000-000000000000
+	github.com/idemkit/idem v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 )

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/listorder"
+	"github.com/idemkit/idem/storekit/listorder"
 )
 
 type rkey struct{ scope, key string }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/sqlcodec"
+	"github.com/idemkit/idem/storekit/sqlcodec"
 )
 
 // maxRounds bounds the read-decide-write loops. A round repeats only when

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/schemacheck"
+	"github.com/idemkit/idem/storekit/schemacheck"
 )
 
 var (

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/sqlcodec"
+	"github.com/idemkit/idem/storekit/sqlcodec"
 )
 
 // CreateTableWithoutPrimaryKey creates the records table as migration 1

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idem/internal/migration"
+	"github.com/idemkit/idem/storekit/migration"
 )
 
 const migrationsSuffix = "_migrations"

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/sqlcodec"
+	"github.com/idemkit/idem/storekit/sqlcodec"
 )
 
 type scanner interface{ Scan(dest ...any) error }

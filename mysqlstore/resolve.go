@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/sqlcodec"
+	"github.com/idemkit/idem/storekit/sqlcodec"
 )
 
 // Resolve implements [idem.Store.Resolve]. Like Finish, it reads, decides,

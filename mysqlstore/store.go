@@ -10,8 +10,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/claimmix"
-	"github.com/idemkit/idem/internal/sqlcodec"
+	"github.com/idemkit/idem/storekit/claimmix"
+	"github.com/idemkit/idem/storekit/sqlcodec"
 )
 
 // querier is what *sql.DB and *sql.Tx have in common.

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/commitqueue"
+	"github.com/idemkit/idem/storekit/commitqueue"
 )
 
 // flushTimeout bounds one batch's round trips and commit. Callers do not

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/groupcommit"
-	"github.com/idemkit/idem/internal/commitqueue"
+	"github.com/idemkit/idem/storekit/commitqueue"
 )
 
 // Config configures a [Store]. The zero value is usable: it keeps records in

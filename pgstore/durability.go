@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/schemacheck"
+	"github.com/idemkit/idem/storekit/schemacheck"
 )
 
 var (

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/migration"
+	"github.com/idemkit/idem/storekit/migration"
 )
 
 // NoRowRounds reports how many claim statements returned no row so far.

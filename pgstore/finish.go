@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/sqlcodec"
-	"github.com/idemkit/idem/internal/statecode"
+	"github.com/idemkit/idem/storekit/sqlcodec"
+	"github.com/idemkit/idem/storekit/statecode"
 )
 
 // notifyArgs are the channel and payload parameters of the statements that

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/counts"
+	"github.com/idemkit/idem/internal/testenv/counts"
 	"github.com/idemkit/idem/pgstore"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/idemkit/idem/internal/migration"
+	"github.com/idemkit/idem/storekit/migration"
 )
 
 //go:embed migrations/*.sql

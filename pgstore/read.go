@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/statecode"
+	"github.com/idemkit/idem/storekit/statecode"
 )
 
 // Get implements [idem.Store.Get].

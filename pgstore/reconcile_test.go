@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/reconciletest"
 	"github.com/idemkit/idem/pgstore"
+	"github.com/idemkit/idem/reconcile/reconciletest"
 )
 
 // TestReconcile runs the reconciler's suite on PostgreSQL, each test in a

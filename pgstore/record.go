@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/statecode"
+	"github.com/idemkit/idem/storekit/statecode"
 )
 
 // recordRow receives the columns of a record from either driver layer.

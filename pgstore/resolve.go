@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/statecode"
+	"github.com/idemkit/idem/storekit/statecode"
 )
 
 // Resolve implements [idem.Store.Resolve] with one conditional UPDATE (or

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/claimmix"
+	"github.com/idemkit/idem/storekit/claimmix"
 )
 
 // Store is an [idem.Store] and [idem.Notifier] on PostgreSQL. It is safe for

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/reconciletest"
 	"github.com/idemkit/idem/memstore"
+	"github.com/idemkit/idem/reconcile/reconciletest"
 )
 
 func TestMemstore(t *testing.T) {

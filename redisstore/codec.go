@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/statecode"
+	"github.com/idemkit/idem/storekit/statecode"
 )
 
 // A record is one Redis string in layout "I1" (see the package doc):

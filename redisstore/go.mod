@@ -2,16 +2,15 @@ module github.com/idemkit/idem/redisstore
 
 go 1.26.0
 
-replace github.com/idemkit/idem => ..
-
 require (
-	github.com/idemkit/idem v0.0.0-00010101000000-000000000000
+	github.com/idemkit/idem v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/goleak v1.3.0
 )
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/idemkit/idem/internal/testenv v0.1.0
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 )

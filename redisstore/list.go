@@ -8,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/listorder"
+	"github.com/idemkit/idem/storekit/listorder"
 )
 
 // scanCount is the COUNT hint of each SCAN step.

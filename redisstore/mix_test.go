@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/claimmix"
+	"github.com/idemkit/idem/storekit/claimmix"
 )
 
 // claimPaths pins Claim to one of its paths: the plain read first, or the

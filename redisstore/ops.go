@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/statecode"
+	"github.com/idemkit/idem/storekit/statecode"
 )
 
 // Claim implements [idem.Store.Claim]. On Redis 7.0+ it is one plain

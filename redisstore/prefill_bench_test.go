@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/counts"
 	"github.com/idemkit/idem/internal/testenv"
+	"github.com/idemkit/idem/internal/testenv/counts"
 )
 
 // prefillStore records n succeeded records with 200-byte results through

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/claimmix"
+	"github.com/idemkit/idem/storekit/claimmix"
 )
 
 // PubSubMode selects how write scripts notify waiters.

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/commitqueue"
+	"github.com/idemkit/idem/storekit/commitqueue"
 )
 
 // flushTimeout bounds one batch on the writer. Callers do not wait for it:

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/sqlcodec"
+	"github.com/idemkit/idem/storekit/sqlcodec"
 )
 
 type claimFunc func(ctx context.Context, o ops, p idem.ClaimParams) (idem.ClaimResult, error)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/claimmix"
+	"github.com/idemkit/idem/storekit/claimmix"
 )
 
 func TestClaimFirstThenDuplicate(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/groupcommit"
-	"github.com/idemkit/idem/internal/commitqueue"
+	"github.com/idemkit/idem/storekit/commitqueue"
 )
 
 // Config configures [Open]. The zero value of every field selects its

@@ -14,7 +14,7 @@
 // With Synchronous "FULL" (the default) each commit is an fsync: a claim is
 // durable before the effect runs. A first-time request costs two commits
 // (claim, finish); a replay costs one read on a reader connection and no
-// write at all. The store follows its recent claims (internal/claimmix):
+// write at all. The store follows its recent claims (storekit/claimmix):
 // while duplicates dominate, a claim first probes a reader, so a replay
 // never queues for the writer; while first-time claims dominate, the probe
 // would only miss, so a claim goes straight to the writer, where a

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/schemacheck"
+	"github.com/idemkit/idem/storekit/schemacheck"
 )
 
 var _ idem.DurabilityChecker = (*Store)(nil)

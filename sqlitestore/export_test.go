@@ -7,7 +7,7 @@ import (
 	"testing/fstest"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/sqlcodec"
+	"github.com/idemkit/idem/storekit/sqlcodec"
 )
 
 // brokenSchema is idem_records without its primary key: nothing in the

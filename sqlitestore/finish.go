@@ -7,7 +7,7 @@ import (
 	"errors"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/sqlcodec"
+	"github.com/idemkit/idem/storekit/sqlcodec"
 )
 
 func (o ops) finish(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {

@@ -2,10 +2,8 @@ module github.com/idemkit/idem/sqlitestore
 
 go 1.26.0
 
-replace github.com/idemkit/idem => ..
-
 require (
-	github.com/idemkit/idem v0.0.0-00010101000000-000000000000
+	github.com/idemkit/idem v0.1.0
 	modernc.org/sqlite v1.62.0
 )
 
@@ -13,6 +11,7 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/idemkit/idem/internal/testenv v0.1.0
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/migration"
+	"github.com/idemkit/idem/storekit/migration"
 )
 
 //go:embed migrations/*.sql

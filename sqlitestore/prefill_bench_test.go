@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/counts"
 	"github.com/idemkit/idem/internal/testenv"
+	"github.com/idemkit/idem/internal/testenv/counts"
 )
 
 // prefillSQL inserts n succeeded records with 200-byte results into table

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/reconciletest"
+	"github.com/idemkit/idem/reconcile/reconciletest"
 	"github.com/idemkit/idem/sqlitestore"
 )
 

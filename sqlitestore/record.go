@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/claimmix"
-	"github.com/idemkit/idem/internal/sqlcodec"
+	"github.com/idemkit/idem/storekit/claimmix"
+	"github.com/idemkit/idem/storekit/sqlcodec"
 )
 
 // querier is what both *sql.DB and *sql.Tx offer.

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/sqlcodec"
+	"github.com/idemkit/idem/storekit/sqlcodec"
 )
 
 func (o ops) resolve(ctx context.Context, p idem.ResolveParams) (*idem.Record, error) {

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/claimmix"
+	"github.com/idemkit/idem/storekit/claimmix"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 

@@ -29,16 +29,6 @@ func runAudit(t *testing.T, args ...string) (audit.Report, int, string) {
 	return rep, code, stdout + stderr
 }
 
-func failedChecks(rep audit.Report) []string {
-	var out []string
-	for _, c := range rep.Checks {
-		if c.Result == "fail" {
-			out = append(out, c.Name)
-		}
-	}
-	return out
-}
-
 // chargeUpstream is the API behind the proxy: POST /charges makes a charge
 // (slowly enough for duplicates to overlap), GET /effects counts them.
 func chargeUpstream(t *testing.T) *upstream {

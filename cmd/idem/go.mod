@@ -2,18 +2,6 @@ module github.com/idemkit/idem/cmd/idem
 
 go 1.26.0
 
-replace (
-	github.com/idemkit/idem => ../..
-	github.com/idemkit/idem/idemmcp => ../../idemmcp
-	github.com/idemkit/idem/idemprom => ../../idemprom
-	github.com/idemkit/idem/idemvet => ../../idemvet
-	github.com/idemkit/idem/internal/pgtest => ../../internal/pgtest
-	github.com/idemkit/idem/mysqlstore => ../../mysqlstore
-	github.com/idemkit/idem/pgstore => ../../pgstore
-	github.com/idemkit/idem/redisstore => ../../redisstore
-	github.com/idemkit/idem/sqlitestore => ../../sqlitestore
-)
-
 require (
 	github.com/MicahParks/jwkset v0.11.4
 	github.com/MicahParks/keyfunc/v3 v3.9.2
@@ -22,15 +10,15 @@ require (
 	github.com/chromedp/chromedp v0.23.0
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/golang-jwt/jwt/v5 v5.3.1
-	github.com/idemkit/idem v0.0.0
-	github.com/idemkit/idem/idemmcp v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idem/idemprom v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idem/idemvet v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idem/internal/pgtest v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idem/mysqlstore v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idem/pgstore v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idem/redisstore v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idem/sqlitestore v0.0.0-00010101000000-000000000000
+	github.com/idemkit/idem v0.1.0
+	github.com/idemkit/idem/idemmcp v0.1.0
+	github.com/idemkit/idem/idemprom v0.1.0
+	github.com/idemkit/idem/idemvet v0.1.0
+	github.com/idemkit/idem/internal/pgtest v0.1.0
+	github.com/idemkit/idem/mysqlstore v0.1.0
+	github.com/idemkit/idem/pgstore v0.1.0
+	github.com/idemkit/idem/redisstore v0.1.0
+	github.com/idemkit/idem/sqlitestore v0.1.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
@@ -53,7 +41,8 @@ require (
 	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/gorilla/mux v1.8.0 // indirect
-	github.com/idemkit/idem/idemgrpc v0.0.0-00010101000000-000000000000
+	github.com/idemkit/idem/idemgrpc v0.1.0
+	github.com/idemkit/idem/internal/testenv v0.1.0
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
@@ -86,7 +75,3 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
-
-replace github.com/idemkit/idem/idemgrpc => ../../idemgrpc
-
-replace github.com/idemkit/idem/internal/crashtest => ../../internal/crashtest

@@ -118,6 +118,9 @@ func printVersion(w io.Writer, v versionInfo) {
 			modified = " (modified)"
 		}
 		fmt.Fprintf(w, "commit %s%s %s\n", v.Commit, modified, v.CommitTime)
+	} else if v.Version != "(devel)" {
+		// go install …@version: the module version names the release.
+		fmt.Fprintf(w, "commit of the tag %s (installed from a module proxy, which keeps no commit)\n", v.Version)
 	} else {
 		fmt.Fprintln(w, "commit unknown (built without version control information, e.g. by go run or go test; scripts/build stamps it)")
 	}

@@ -2,15 +2,9 @@ module github.com/idemkit/idem/consumer/amqpconsumer
 
 go 1.26.0
 
-replace (
-	github.com/idemkit/idem => ../..
-	github.com/idemkit/idem/internal/crashtest => ../../internal/crashtest
-	github.com/idemkit/idem/sqlitestore => ../../sqlitestore
-)
-
 require (
-	github.com/idemkit/idem v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idem/internal/crashtest v0.0.0-00010101000000-000000000000
+	github.com/idemkit/idem v0.1.0
+	github.com/idemkit/idem/internal/crashtest v0.1.0
 	github.com/rabbitmq/amqp091-go v1.16.0
 )
 
@@ -18,7 +12,8 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/idemkit/idem/sqlitestore v0.0.0-00010101000000-000000000000 // indirect
+	github.com/idemkit/idem/internal/testenv v0.1.0
+	github.com/idemkit/idem/sqlitestore v0.1.0 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect

@@ -2,20 +2,12 @@ module github.com/idemkit/idem/consumer/natsconsumer
 
 go 1.26.0
 
-replace (
-	github.com/idemkit/idem => ../..
-	github.com/idemkit/idem/internal/crashtest => ../../internal/crashtest
-	github.com/idemkit/idem/internal/pgtest => ../../internal/pgtest
-	github.com/idemkit/idem/pgstore => ../../pgstore
-	github.com/idemkit/idem/sqlitestore => ../../sqlitestore
-)
-
 require (
-	github.com/idemkit/idem v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idem/internal/crashtest v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idem/internal/pgtest v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idem/pgstore v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idem/sqlitestore v0.0.0-00010101000000-000000000000
+	github.com/idemkit/idem v0.1.0
+	github.com/idemkit/idem/internal/crashtest v0.1.0
+	github.com/idemkit/idem/internal/pgtest v0.1.0
+	github.com/idemkit/idem/pgstore v0.1.0
+	github.com/idemkit/idem/sqlitestore v0.1.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/nats-io/nats.go v1.55.0
 )
@@ -24,6 +16,7 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/idemkit/idem/internal/testenv v0.1.0
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect

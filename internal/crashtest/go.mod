@@ -2,14 +2,9 @@ module github.com/idemkit/idem/internal/crashtest
 
 go 1.26.0
 
-replace (
-	github.com/idemkit/idem => ../..
-	github.com/idemkit/idem/sqlitestore => ../../sqlitestore
-)
-
 require (
-	github.com/idemkit/idem v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idem/sqlitestore v0.0.0-00010101000000-000000000000
+	github.com/idemkit/idem v0.1.0
+	github.com/idemkit/idem/sqlitestore v0.1.0
 )
 
 require (

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem/internal/counts"
+	"github.com/idemkit/idem/internal/testenv/counts"
 )
 
 // Service describes one backing service.

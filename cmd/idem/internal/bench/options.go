@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idem/internal/counts"
+	"github.com/idemkit/idem/internal/testenv/counts"
 )
 
 // Scenario names.

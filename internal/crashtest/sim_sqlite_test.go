@@ -1,4 +1,4 @@
-package sqlitestore
+package crashtest_test
 
 import (
 	"context"
@@ -7,9 +7,12 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/sim"
+	"github.com/idemkit/idem/sqlitestore"
 )
 
-// TestSimSQLite runs worlds of the engine's seeded simulation (see
+// TestSimSQLite (here, in a test module, because the simulation is
+// internal to the root module, which a store module's tests must not
+// import) runs worlds of the engine's seeded simulation (see
 // internal/sim and docs/testing.md) on SQLite database files, checks their
 // histories, and compares each with the same world on memstore: the store
 // contract decides everything the engine sees, so both stores must give
@@ -28,7 +31,7 @@ func TestSimSQLite(t *testing.T) {
 		cfg.NewStore = func() (idem.Store, func(), error) {
 			n++
 			// NORMAL: the simulation kills processes, not the machine.
-			st, err := Open(context.Background(), filepath.Join(dir, "sim.db"), Config{Synchronous: "NORMAL", Migrate: true})
+			st, err := sqlitestore.Open(context.Background(), filepath.Join(dir, "sim.db"), sqlitestore.Config{Synchronous: "NORMAL", Migrate: true})
 			if err != nil {
 				return nil, nil, err
 			}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/idemkit/idem/internal/migration"
+	"github.com/idemkit/idem/storekit/migration"
 )
 
 func TestLoadOrdersAndChecks(t *testing.T) {

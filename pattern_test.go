@@ -1,8 +1,12 @@
-package pattern
+package idem_test
 
-import "testing"
+import (
+	"testing"
 
-func TestMatch(t *testing.T) {
+	"github.com/idemkit/idem"
+)
+
+func TestMatchPattern(t *testing.T) {
 	for _, c := range []struct {
 		p, s string
 		want bool
@@ -16,8 +20,8 @@ func TestMatch(t *testing.T) {
 		{"/pay.Payments/*", "/pay.Payments/Charge", true},
 		{"[", "[", false}, // malformed: matches nothing
 	} {
-		if got := Match(c.p, c.s); got != c.want {
-			t.Errorf("Match(%q, %q) = %v, want %v", c.p, c.s, got, c.want)
+		if got := idem.MatchPattern(c.p, c.s); got != c.want {
+			t.Errorf("MatchPattern(%q, %q) = %v, want %v", c.p, c.s, got, c.want)
 		}
 	}
 }

@@ -1,4 +1,5 @@
-// Package commitqueue is what the SQL stores' group commit shares: the
+// Package commitqueue is what the SQL stores' group commit shares (and a
+// third-party store may use): the
 // queue that takes writes from callers, gathers them into batches and
 // answers each caller, and the checks of its configuration (the public
 // [groupcommit.Config]). Each store keeps its own way of running a batch in

@@ -1,6 +1,8 @@
 // Package reconciletest is the reconciler's test suite, run against every
 // store: memstore from reconcile's tests, SQLite and PostgreSQL from their
-// stores' modules (which the root module must not require).
+// stores' modules (which the root module must not require), and any
+// third-party store the same way: call [Run] from a test with a function
+// that returns a fresh store.
 package reconciletest
 
 import (

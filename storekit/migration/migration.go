@@ -1,5 +1,5 @@
 // Package migration is what the SQL stores (sqlitestore, pgstore,
-// mysqlstore) share about their schema migrations: the embedded files are
+// mysqlstore, and a third-party store may use it) share about their schema migrations: the embedded files are
 // loaded and checked here, and applied here in order, each store bringing
 // its own statements for the bookkeeping table and its own lock.
 package migration

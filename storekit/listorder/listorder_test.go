@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/listorder"
+	"github.com/idemkit/idem/storekit/listorder"
 )
 
 func TestCompare(t *testing.T) {
