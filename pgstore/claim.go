@@ -34,6 +34,8 @@ var noRowRounds atomic.Int64
 // statement (fence, state and expiry re-checked); if another caller got
 // there first, Claim starts over.
 func (o ops) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult, error) {
+	ctx, cancel := o.bound(ctx)
+	defer cancel()
 	if o.st.closed.Load() {
 		return idem.ClaimResult{}, errClosed("claim")
 	}

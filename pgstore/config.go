@@ -78,7 +78,25 @@ type Config struct {
 	// standbys when ReplicatedClaims is set; past it the wait is
 	// cancelled and the claim fails closed. Defaults to 5s.
 	ReplicatedClaimTimeout time.Duration
+
+	// CallTimeout bounds each store call — a claim, an outcome, a
+	// release, a heartbeat, a decision, a mark, a read, a page of List (one
+	// with a Limit), a batch of Sweep — from the moment it starts, whatever the caller's
+	// context says (an earlier deadline of the caller's still wins): a
+	// server that stops answering without closing the connection (paused,
+	// or cut off by a partition that drops nothing) fails the call with a
+	// timeout, which the engine reports as store unavailable (503) before
+	// any effect runs, instead of holding the request for as long as TCP
+	// keeps the connection. [Open] also sets it as the server-side
+	// statement_timeout of the store's sessions, for a statement stuck on
+	// a lock (migrations lift it for their transaction). A replicated
+	// claim waits for the longer of this and ReplicatedClaimTimeout.
+	// Negative: no bound. Defaults to 10s.
+	CallTimeout time.Duration
 }
+
+// DefaultCallTimeout is Config.CallTimeout's default.
+const DefaultCallTimeout = 10 * time.Second
 
 // The levels Config.ReplicatedClaims accepts, besides "" (off).
 const (
@@ -130,6 +148,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ReplicatedClaimTimeout < 0 {
 		return c, fmt.Errorf("pgstore: Config.ReplicatedClaimTimeout %s is negative", c.ReplicatedClaimTimeout)
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = DefaultCallTimeout
 	}
 	if c.ReplicatedClaimTimeout == 0 {
 		c.ReplicatedClaimTimeout = DefaultReplicatedClaimTimeout

@@ -26,6 +26,8 @@ func (o ops) notifyArgs(scope, key string) []any {
 // With the caller's claim in p.Claim, a terminal outcome first tries
 // finishKnown, which returns no record columns.
 func (o ops) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
+	ctx, cancel := o.bound(ctx)
+	defer cancel()
 	if o.st.closed.Load() {
 		return nil, errClosed("finish")
 	}
@@ -141,6 +143,8 @@ func (o ops) finishRetried(ctx context.Context, p idem.FinishParams) (*idem.Reco
 // DELETE, plus an existence check that tells "already gone" (success) from
 // "held by someone else" (ErrFenced).
 func (o ops) Release(ctx context.Context, p idem.ReleaseParams) error {
+	ctx, cancel := o.bound(ctx)
+	defer cancel()
 	if o.st.closed.Load() {
 		return errClosed("release")
 	}
@@ -158,6 +162,8 @@ func (o ops) Release(ctx context.Context, p idem.ReleaseParams) error {
 
 // Heartbeat implements [idem.Store.Heartbeat].
 func (o ops) Heartbeat(ctx context.Context, p idem.HeartbeatParams) error {
+	ctx, cancel := o.bound(ctx)
+	defer cancel()
 	if o.st.closed.Load() {
 		return errClosed("heartbeat")
 	}

@@ -122,6 +122,11 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	// A migration may copy a large table: the sessions' statement_timeout
+	// (Config.CallTimeout) is not for it.
+	if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = 0"); err != nil {
+		return err
+	}
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrateLockKey(s.cfg.Schema)); err != nil {
 		return err
 	}

@@ -12,6 +12,8 @@ import (
 
 // Get implements [idem.Store.Get].
 func (o ops) Get(ctx context.Context, scope, key string) (*idem.Record, error) {
+	ctx, cancel := o.bound(ctx)
+	defer cancel()
 	if o.st.closed.Load() {
 		return nil, errClosed("get")
 	}
@@ -31,6 +33,11 @@ func (o ops) get(ctx context.Context, scope, key string) (idem.Record, error) {
 // List implements [idem.Store.List]. Records are ordered by (CreatedAt,
 // Scope, Key), byte order for the strings, which is also the cursor order.
 func (o ops) List(ctx context.Context, f idem.ListFilter) ([]idem.Record, error) {
+	if f.Limit > 0 { // a page; an unbounded listing takes what it takes
+		var cancel context.CancelFunc
+		ctx, cancel = o.bound(ctx)
+		defer cancel()
+	}
 	if o.st.closed.Load() {
 		return nil, errClosed("list")
 	}
@@ -122,6 +129,8 @@ const sweepClockSlack = time.Minute
 // missed. A store that has recorded nothing (a sweeper process of its
 // own) walks the whole table.
 func (o ops) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
+	ctx, cancel := o.bound(ctx)
+	defer cancel()
 	if o.st.closed.Load() {
 		return 0, errClosed("sweep")
 	}

@@ -13,6 +13,8 @@ import (
 // from ErrFenced. For a release the returned record is nil: there is no
 // record any more.
 func (o ops) Resolve(ctx context.Context, p idem.ResolveParams) (*idem.Record, error) {
+	ctx, cancel := o.bound(ctx)
+	defer cancel()
 	if o.st.closed.Load() {
 		return nil, errClosed("resolve")
 	}
@@ -73,6 +75,8 @@ func resolveArgs(p idem.ResolveParams, from []string) ([]any, error) {
 
 // SetMark implements [idem.Store.SetMark] in one statement.
 func (o ops) SetMark(ctx context.Context, scope, key string, fence int64, mark idem.Mark) error {
+	ctx, cancel := o.bound(ctx)
+	defer cancel()
 	if o.st.closed.Load() {
 		return errClosed("set mark")
 	}

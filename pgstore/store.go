@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -94,6 +95,16 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 		return nil, wrap("open", err)
 	}
 	ConfigurePool(pcfg)
+	if cfg.CallTimeout >= 0 {
+		// The server-side twin of the call bound, unless the DSN set one.
+		d := cfg.CallTimeout
+		if d == 0 {
+			d = DefaultCallTimeout
+		}
+		if _, set := pcfg.ConnConfig.RuntimeParams["statement_timeout"]; !set {
+			pcfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(d.Milliseconds(), 10)
+		}
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, wrap("open", err)
@@ -131,6 +142,19 @@ func (s *Store) Close() error {
 		s.pool.Close()
 	}
 	return nil
+}
+
+// bound bounds one store call by Config.CallTimeout (see there); the
+// caller's earlier deadline still wins. cancel must be called.
+func (o ops) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := o.st.cfg.CallTimeout
+	if d <= 0 {
+		return ctx, func() {}
+	}
+	if o.st.cfg.ReplicatedClaims != "" && o.st.cfg.ReplicatedClaimTimeout > d {
+		d = o.st.cfg.ReplicatedClaimTimeout
+	}
+	return context.WithTimeout(ctx, d)
 }
 
 // ops implements the record operations on one querier.
