@@ -72,8 +72,9 @@ type Layout struct {
 	// Amount says how amounts are written. Defaults to integer minor
 	// units.
 	Amount money.Format
-	// Exponents overrides the currencies' decimal digits. Defaults to the
-	// CLDR table of golang.org/x/text/currency.
+	// Exponents overrides the currencies' decimal digits, where the
+	// provider counts them differently from ISO 4217. Defaults to the
+	// ISO 4217 table of package money.
 	Exponents money.Exponents
 	// Magnitude makes amounts unsigned: the row's type, not the sign,
 	// says which way money moved (a refund's "-5.00" is a refund of 500).
