@@ -62,7 +62,9 @@ type order struct {
 	key       string
 }
 
-func (o order) fk() string { return string(idem.MustDeriveKey("charge", 1, "shop", fmt.Sprintf("o-%05d", o.n))) }
+func (o order) fk() string {
+	return string(idem.MustDeriveKey("charge", 1, "shop", fmt.Sprintf("o-%05d", o.n)))
+}
 
 // planted findings, by order number.
 var planted = struct{ drift, overCounted, underCounted, notApplied, twice map[int]bool }{
@@ -315,7 +317,7 @@ func stripeDashboard(t *testing.T, rows []row) []byte {
 		}
 		recs = append(recs, []string{fmt.Sprintf("txn_1Qz%08dKp", i), typ, r.ref, major(r.gross, r.exp, true), major(r.fee, r.exp, true), "", "",
 			major(r.gross-r.fee, r.exp, true), strings.ToLower(r.cur), r.at.Format("2006-01-02 15:04"),
-			r.at.Add(48 * time.Hour).Format("2006-01-02") + " 00:00", r.desc, cf, cfc, "", "", "", r.key})
+			r.at.Add(48*time.Hour).Format("2006-01-02") + " 00:00", r.desc, cf, cfc, "", "", "", r.key})
 	}
 	return writeCSV(t, header, recs)
 }
@@ -341,7 +343,7 @@ func stripeItemized(t *testing.T, rows []row, payouts bool) []byte {
 		if r.kind == "payout" {
 			continue
 		}
-		payout := r.at.Truncate(48*time.Hour).Add(72*time.Hour + 6*time.Hour)
+		payout := r.at.Truncate(48 * time.Hour).Add(72*time.Hour + 6*time.Hour)
 		if payouts && payout.After(monthNow) {
 			continue // not paid out yet: in the ending balance, not in a payout
 		}
@@ -355,7 +357,7 @@ func stripeItemized(t *testing.T, rows []row, payouts bool) []byte {
 			}
 		}
 		created := r.at.Format(time.DateTime)
-		avail := r.at.Add(48 * time.Hour).Format("2006-01-02") + " 00:00:00"
+		avail := r.at.Add(48*time.Hour).Format("2006-01-02") + " 00:00:00"
 		rec := []string{fmt.Sprintf("txn_1Qz%08dKp", i), created, created, avail, avail, strings.ToLower(r.cur), money.MajorString(r.gross, r.exp),
 			money.MajorString(r.fee, r.exp), money.MajorString(r.gross-r.fee, r.exp), cat, r.ref, r.desc, cf, cfc}
 		if payouts {
