@@ -81,7 +81,7 @@ func (r *Reconciler) unknown(ctx context.Context, ru *run, rec idem.Record, in *
 	d, err := decideUnknown(ctx, r.eng, rec, got, lerr, r.policy(), ru.now)
 	f.Class, f.Detail = d.class, d.detail
 	if err != nil {
-		r.fail(ru, rec, f.ForwardKey, err)
+		r.failWith(ru, rec, f, err)
 		return
 	}
 	if d.rec == nil {
@@ -257,7 +257,10 @@ var markClass = map[idem.Mark]Class{
 func (r *Reconciler) cannotTell(ru *run, rec idem.Record, in *idem.Intent, f Finding, lerr error) {
 	c, ok := markClass[rec.Mark]
 	if !ok {
-		r.fail(ru, rec, f.ForwardKey, lerr)
+		if rec.State != idem.StateSucceeded {
+			f.Local = 0
+		}
+		r.failWith(ru, rec, f, lerr)
 		return
 	}
 	f.Class, f.Kept = c, true
@@ -271,8 +274,15 @@ func (r *Reconciler) cannotTell(ru *run, rec idem.Record, in *idem.Intent, f Fin
 
 // fail reports a per-key problem; the key counts as pending.
 func (r *Reconciler) fail(ru *run, rec idem.Record, fk string, err error) {
-	ru.rep.add(Finding{Class: ClassPending, Scope: rec.Scope, Key: rec.Key, ForwardKey: fk,
-		Age: ru.now.Sub(rec.CreatedAt), Detail: err.Error()})
+	r.failWith(ru, rec, Finding{Scope: rec.Scope, Key: rec.Key, ForwardKey: fk, Age: ru.now.Sub(rec.CreatedAt)}, err)
+}
+
+// failWith reports a per-key problem with what the finding f already
+// says of the key (its intent's amount); the key counts as pending.
+func (r *Reconciler) failWith(ru *run, rec idem.Record, f Finding, err error) {
+	f.Class, f.Detail = ClassPending, err.Error()
+	f.Provider, f.ProviderCurrency = 0, ""
+	ru.rep.add(f)
 	r.errored(ru, rec, err)
 }
 

@@ -248,6 +248,15 @@ func (o *reconcileOpts) run(ctx context.Context, f *flags, st idem.Store, keys *
 		return f.fail(err)
 	}
 	rep, runErr := r.RunOnce(ctx)
+	// The report is read by an operator: its messages name their file,
+	// key or URL, not the package that noticed.
+	rep.Error = userText(rep.Error)
+	for i, e := range rep.Errors {
+		rep.Errors[i] = userText(e)
+	}
+	for i := range rep.Findings {
+		rep.Findings[i].Detail = userText(rep.Findings[i].Detail)
+	}
 	if o.json {
 		err = reconcile.WriteJSON(f.e.stdout, rep)
 	} else {

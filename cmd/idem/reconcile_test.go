@@ -161,7 +161,7 @@ func TestReconcileCommandFailures(t *testing.T) {
 		t.Fatalf("store failure: exit %d\n%s", code, errs)
 	}
 	code, out2, errs := reconcileCLI(t, "--store", cliStore(t, 1), "--provider-url", "http://127.0.0.1:1/charges/{key}", "--settlement-window", "1ns")
-	if code != exitFailure || !has(out2, "pending 1") || !strings.Contains(out2, "error: order-1: httpprovider:") ||
+	if code != exitFailure || !has(out2, "pending 1") || !strings.Contains(out2, "error: order-1: ") || !strings.Contains(out2, "127.0.0.1:1/charges/charge:v1:order-1") || !has(out2, "pending shop order-1 charge:v1:order-1 1.00 EUR -") || strings.Contains(out2, "httpprovider:") ||
 		!strings.Contains(out2, "result: UNDECIDED: 1 keys could not be decided") {
 		t.Fatalf("unreachable provider: exit %d\n%s\n%s", code, out2, errs)
 	}
