@@ -5,7 +5,6 @@ go 1.26.0
 require (
 	github.com/cespare/xxhash/v2 v2.3.0
 	go.uber.org/goleak v1.3.0
-	golang.org/x/text v0.44.0
 )
 
 require (

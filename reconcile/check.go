@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/idemkit/idem"
 )
@@ -44,7 +46,8 @@ func (r *Reconciler) check(ctx context.Context, ru *run, rec idem.Record) {
 		ru.rep.add(Finding{Class: ClassSkipped, Scope: rec.Scope, Key: rec.Key, ForwardKey: fk})
 		return
 	}
-	f := Finding{Scope: rec.Scope, Key: rec.Key, ForwardKey: fk, Age: ru.now.Sub(rec.CreatedAt), LocalCurrency: in.Currency}
+	f := Finding{Scope: rec.Scope, Key: rec.Key, ForwardKey: fk, Age: ru.now.Sub(rec.CreatedAt),
+		Local: in.Amount, LocalCurrency: in.Currency}
 	rec, undecided, err := asUnknown(ctx, r.store, r.eng.Config().Encryption, rec, ru.now)
 	switch {
 	case err != nil && errors.Is(err, idem.ErrFenced):
@@ -60,6 +63,11 @@ func (r *Reconciler) check(ctx context.Context, ru *run, rec idem.Record) {
 		return
 	}
 	got, lerr := r.prov.Lookup(ctx, fk)
+	ru.looked[fk] = true
+	if lerr == nil && len(got.Repeats) > 0 {
+		r.duplicate(ctx, ru, rec, f, got, undecided)
+		return
+	}
 	if undecided {
 		r.unknown(ctx, ru, rec, in, f, got, lerr)
 		return
@@ -73,7 +81,7 @@ func (r *Reconciler) unknown(ctx context.Context, ru *run, rec idem.Record, in *
 	d, err := decideUnknown(ctx, r.eng, rec, got, lerr, r.policy(), ru.now)
 	f.Class, f.Detail = d.class, d.detail
 	if err != nil {
-		r.fail(ru, rec, f.ForwardKey, err)
+		r.failWith(ru, rec, f, err)
 		return
 	}
 	if d.rec == nil {
@@ -97,8 +105,8 @@ func (r *Reconciler) decided(ctx context.Context, ru *run, rec idem.Record, in *
 		return
 	}
 	succeeded := rec.State == idem.StateSucceeded
-	if succeeded {
-		f.Local = in.Amount
+	if !succeeded {
+		f.Local = 0 // a failed record counted nothing
 	}
 	applied := lerr == nil && got.Status == StatusApplied
 	if applied {
@@ -143,6 +151,7 @@ var classMark = map[Class]idem.Mark{
 	ClassNotApplied:   idem.MarkReconciled,
 	ClassOverCounted:  idem.MarkOverCounted,
 	ClassDrift:        idem.MarkDrift,
+	ClassDuplicate:    idem.MarkDrift,
 }
 
 // mark stores the finding's mark on rec unless it is already there (so a
@@ -164,6 +173,74 @@ func (r *Reconciler) mark(ctx context.Context, ru *run, rec idem.Record, f Findi
 	}
 }
 
+// duplicate reports a key the provider lists more than once. An unknown
+// record is first decided from the entries (the provider applied the key
+// at least once); the record is then marked drift, so that the finding
+// stays until a person resolves it.
+func (r *Reconciler) duplicate(ctx context.Context, ru *run, rec idem.Record, f Finding, got Applied, undecided bool) {
+	first := firstApplied(got)
+	f.Class, f.Detail = ClassDuplicate, duplicateDetail(got)
+	f.Provider, f.ProviderCurrency = appliedSum(got, first.Currency), first.Currency
+	if undecided {
+		d, err := decideUnknown(ctx, r.eng, rec, first, nil, r.policy(), ru.now)
+		if err != nil {
+			r.fail(ru, rec, f.ForwardKey, err)
+			return
+		}
+		if d.rec == nil {
+			f.Class, f.Detail = d.class, d.detail
+			ru.rep.add(f)
+			return
+		}
+		rec = *d.rec
+	}
+	if rec.State == idem.StateFailed {
+		f.Local = 0
+	}
+	r.mark(ctx, ru, rec, f)
+}
+
+// entries lists a provider's entries under one key: got and its repeats.
+func entries(got Applied) []Applied { return append([]Applied{got}, got.Repeats...) }
+
+// firstApplied is the first applied entry under got's key, or got.
+func firstApplied(got Applied) Applied {
+	for _, e := range entries(got) {
+		if e.Status == StatusApplied {
+			return e
+		}
+	}
+	return got
+}
+
+func anyApplied(got Applied) bool { return firstApplied(got).Status == StatusApplied }
+
+// appliedSum is what the provider applied under got's key in cur.
+func appliedSum(got Applied, cur string) int64 {
+	var n int64
+	for _, e := range entries(got) {
+		if e.Status == StatusApplied && e.Currency == cur {
+			n += e.Amount
+		}
+	}
+	return n
+}
+
+func duplicateDetail(got Applied) string {
+	es := entries(got)
+	var lines []string
+	for _, e := range es {
+		if e.Line > 0 {
+			lines = append(lines, strconv.Itoa(e.Line))
+		}
+	}
+	where := ""
+	if len(lines) > 0 {
+		where = " (lines " + strings.Join(lines, ", ") + ")"
+	}
+	return fmt.Sprintf("the provider lists this key %d times%s: a possible double application", len(es), where)
+}
+
 // markClass is the class an earlier run's mark stands for, for the marks
 // that call for a person.
 var markClass = map[idem.Mark]Class{
@@ -180,13 +257,16 @@ var markClass = map[idem.Mark]Class{
 func (r *Reconciler) cannotTell(ru *run, rec idem.Record, in *idem.Intent, f Finding, lerr error) {
 	c, ok := markClass[rec.Mark]
 	if !ok {
-		r.fail(ru, rec, f.ForwardKey, lerr)
+		if rec.State != idem.StateSucceeded {
+			f.Local = 0
+		}
+		r.failWith(ru, rec, f, lerr)
 		return
 	}
 	f.Class, f.Kept = c, true
 	f.Detail = "kept from an earlier run: the provider could not tell this run"
-	if rec.State == idem.StateSucceeded {
-		f.Local = in.Amount
+	if rec.State != idem.StateSucceeded {
+		f.Local = 0
 	}
 	ru.rep.add(f)
 	r.errored(ru, rec, lerr)
@@ -194,8 +274,15 @@ func (r *Reconciler) cannotTell(ru *run, rec idem.Record, in *idem.Intent, f Fin
 
 // fail reports a per-key problem; the key counts as pending.
 func (r *Reconciler) fail(ru *run, rec idem.Record, fk string, err error) {
-	ru.rep.add(Finding{Class: ClassPending, Scope: rec.Scope, Key: rec.Key, ForwardKey: fk,
-		Age: ru.now.Sub(rec.CreatedAt), Detail: err.Error()})
+	r.failWith(ru, rec, Finding{Scope: rec.Scope, Key: rec.Key, ForwardKey: fk, Age: ru.now.Sub(rec.CreatedAt)}, err)
+}
+
+// failWith reports a per-key problem with what the finding f already
+// says of the key (its intent's amount); the key counts as pending.
+func (r *Reconciler) failWith(ru *run, rec idem.Record, f Finding, err error) {
+	f.Class, f.Detail = ClassPending, err.Error()
+	f.Provider, f.ProviderCurrency = 0, ""
+	ru.rep.add(f)
 	r.errored(ru, rec, err)
 }
 

@@ -52,9 +52,12 @@ type Config struct {
 	// Interval between runs once started. Defaults to 10m.
 	Interval time.Duration
 	// Lookback is how far back provider entries are listed to find keys
-	// with no local record. It should not exceed the records' retention,
-	// or swept records would be recorded again. Defaults to the engine's
-	// TTL.
+	// with no local record. Entries older than it with no local record are
+	// not compared (their records may have been swept) but counted in the
+	// report as unchecked rows ("older than the look-back"), so a run that
+	// left any is not clean. Defaults to the engine's TTL or the
+	// settlement window, whichever is longer: a provider reports an entry
+	// up to the settlement window late.
 	Lookback time.Duration
 	// Scope restricts reconciliation to one scope. Defaults to all scopes.
 	Scope string
@@ -106,7 +109,7 @@ func (c *Config) fill(eng *idem.Engine) error {
 		c.Interval = 10 * time.Minute
 	}
 	if c.Lookback == 0 {
-		c.Lookback = eng.Config().TTL
+		c.Lookback = max(eng.Config().TTL, c.SettlementWindow)
 	}
 	if c.Match == nil {
 		c.Match = func(*idem.Intent) bool { return true }

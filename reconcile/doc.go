@@ -49,4 +49,16 @@
 //     point.
 //   - drift_amount sums the absolute differences per currency, so opposite
 //     drifts never cancel out.
+//   - A key the provider lists more than once is a finding of its own
+//     ([ClassDuplicate]): a possible double application. The record is
+//     decided as usual, then marked drift so it pages until resolved.
+//   - Provider rows left out of the comparison are listed by reason
+//     ([SkippedRows]); those that may settle an intent idem made (older
+//     than the look-back with no local record, a key idem cannot
+//     attribute) are unchecked, and a report with unchecked rows is
+//     never clean ([Report.Complete]).
+//   - An unknown record's settlement window counts from the end of its
+//     lease, not from when it was turned unknown.
+//   - Reports print money ([money.Display]) and escape what came from
+//     outside: control characters everywhere, formula cells in CSV.
 package reconcile

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemkit/idem/reconcile/money"
 )
 
 // WriteHTML writes rep as a page for people: the verdict, counts of the
@@ -19,10 +21,18 @@ func WriteHTML(w io.Writer, rep *Report) error { return writeHTML(w, rep) }
 
 // WriteCSV writes rep as CSV, one row per fact: section, name, value, and
 // for findings the key's columns. Sections: summary, class, drift_amount,
-// skipped_rows, finding, error.
+// skipped_rows, finding, error. Amounts are money ("12.50 EUR"). It is
+// safe to open in a spreadsheet: a cell beginning with =, +, -, @, a tab
+// or a carriage return is prefixed with an apostrophe (OWASP's rule for
+// CSV injection), and control characters are escaped.
 func WriteCSV(w io.Writer, rep *Report) error {
 	cw := csv.NewWriter(w)
-	row := func(f ...string) { _ = cw.Write(f) }
+	row := func(f ...string) {
+		for i := range f {
+			f[i] = csvCell(f[i])
+		}
+		_ = cw.Write(f)
+	}
 	row("section", "name", "value", "scope", "key", "forward_key", "local", "provider", "detail")
 	row("summary", "result", verdict(rep))
 	row("summary", "started_at", rep.StartedAt.UTC().Format(time.RFC3339))
@@ -33,15 +43,15 @@ func WriteCSV(w io.Writer, rep *Report) error {
 		row("class", string(c), strconv.Itoa(rep.Counts[c]))
 	}
 	for _, cur := range sortedKeys(rep.DriftAmount) {
-		row("drift_amount", cur, strconv.FormatInt(rep.DriftAmount[cur], 10))
+		row("drift_amount", cur, money.Display(rep.DriftAmount[cur], cur))
 	}
-	for _, r := range sortedKeys(rep.SkippedRows) {
-		row("skipped_rows", r, strconv.Itoa(rep.SkippedRows[r]))
+	for _, g := range rep.SkippedRows {
+		row("skipped_rows", g.Reason, strconv.Itoa(g.Rows), "", "", "", "", "", checked(g)+"; lines "+lines(g))
 	}
 	for _, f := range rep.Findings {
 		if f.Class != ClassReconciled {
 			row("finding", string(f.Class), "", f.Scope, f.Key, f.ForwardKey,
-				money(f.Local, f.LocalCurrency), money(f.Provider, f.ProviderCurrency), f.Detail)
+				amount(f.Local, f.LocalCurrency), amount(f.Provider, f.ProviderCurrency), f.Detail)
 		}
 	}
 	for _, e := range rep.Errors {
@@ -59,7 +69,7 @@ func WriteCSV(w io.Writer, rep *Report) error {
 func writeHTML(w io.Writer, rep *Report) error {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	main := map[Class]bool{ClassReconciled: true, ClassUnderCounted: true, ClassOverCounted: true, ClassDrift: true}
+	main := map[Class]bool{ClassReconciled: true, ClassUnderCounted: true, ClassOverCounted: true, ClassDrift: true, ClassDuplicate: true}
 	started := rep.StartedAt.UTC().Format(time.RFC3339)
 	p(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>idem reconcile — %s</title>
@@ -79,7 +89,7 @@ th{background:#f4f4f4}.num{text-align:right}.bad{color:#a00;font-weight:bold}.ok
 		p("The provider's entries were not listed: keys with no local record were not looked for.</p>\n")
 	}
 	cls := "bad"
-	if rep.Clean() && rep.Complete() {
+	if verdict(rep) == "clean" {
 		cls = "ok"
 	}
 	p("<p>Result: <span class=\"%s\">%s</span></p>\n", cls, esc(verdict(rep)))
@@ -94,9 +104,9 @@ th{background:#f4f4f4}.num{text-align:right}.bad{color:#a00;font-weight:bold}.ok
 	p("</table>\n<h2>Drift</h2>\n<p>%d drift findings. Oldest unreconciled record: %s.</p>\n",
 		rep.DriftCount, esc(rep.OldestUnreconciled.Round(time.Second).String()))
 	if len(rep.DriftAmount) > 0 {
-		p("<table><tr><th>currency</th><th>drift (minor units, sum of absolute differences)</th></tr>\n")
+		p("<table><tr><th>currency</th><th>drift (sum of absolute differences)</th></tr>\n")
 		for _, cur := range sortedKeys(rep.DriftAmount) {
-			p("<tr><td>%s</td><td class=\"num\">%d</td></tr>\n", esc(cur), rep.DriftAmount[cur])
+			p("<tr><td>%s</td><td class=\"num\">%s</td></tr>\n", esc(cur), esc(money.Display(rep.DriftAmount[cur], cur)))
 		}
 		p("</table>\n")
 	}
@@ -104,9 +114,13 @@ th{background:#f4f4f4}.num{text-align:right}.bad{color:#a00;font-weight:bold}.ok
 	if len(rep.SkippedRows) == 0 {
 		p("<p>None.</p>\n")
 	} else {
-		p("<table><tr><th>reason</th><th>rows</th></tr>\n")
-		for _, r := range sortedKeys(rep.SkippedRows) {
-			p("<tr><td>%s</td><td class=\"num\">%d</td></tr>\n", esc(r), rep.SkippedRows[r])
+		p("<table><tr><th>reason</th><th>rows</th><th>checked</th><th>lines</th></tr>\n")
+		for _, g := range rep.SkippedRows {
+			attr := ""
+			if g.Unchecked {
+				attr = ` class="bad"`
+			}
+			p("<tr><td>%s</td><td class=\"num\">%d</td><td%s>%s</td><td>%s</td></tr>\n", esc(g.Reason), g.Rows, attr, esc(checked(g)), esc(lines(g)))
 		}
 		p("</table>\n")
 	}
@@ -122,7 +136,7 @@ th{background:#f4f4f4}.num{text-align:right}.bad{color:#a00;font-weight:bold}.ok
 		rows++
 		p("<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td><td>%s</td></tr>\n",
 			esc(string(f.Class)), esc(orDash(f.Scope)), esc(f.Key), esc(f.ForwardKey),
-			esc(money(f.Local, f.LocalCurrency)), esc(money(f.Provider, f.ProviderCurrency)), esc(f.Detail))
+			esc(amount(f.Local, f.LocalCurrency)), esc(amount(f.Provider, f.ProviderCurrency)), esc(f.Detail))
 	}
 	if rows == 0 {
 		p("<p>Every key reconciled.</p>\n")
@@ -144,5 +158,6 @@ th{background:#f4f4f4}.num{text-align:right}.bad{color:#a00;font-weight:bold}.ok
 	return err
 }
 
-// esc escapes s for an HTML text node or a quoted attribute value.
-func esc(s string) string { return html.EscapeString(s) }
+// esc escapes s for an HTML text node or a quoted attribute value, its
+// control characters shown as escapes.
+func esc(s string) string { return html.EscapeString(printable(s)) }

@@ -151,8 +151,13 @@ func summary(t *testing.T, out string) string {
 		Counts      map[string]int   `json:"counts"`
 		DriftCount  int              `json:"drift_count"`
 		DriftAmount map[string]int64 `json:"drift_amount"`
-		Skipped     map[string]int   `json:"skipped_rows"`
-		Findings    []struct {
+		Skipped     []struct {
+			Reason    string `json:"reason"`
+			Rows      int    `json:"rows"`
+			Unchecked bool   `json:"unchecked"`
+			Lines     []int  `json:"lines"`
+		} `json:"skipped_rows"`
+		Findings []struct {
 			Class, Scope, Key, Detail string
 			ForwardKey                string `json:"forward_key"`
 			Local                     int64  `json:"local_amount"`
@@ -173,8 +178,8 @@ func summary(t *testing.T, out string) string {
 	for cur, n := range rep.DriftAmount {
 		more = append(more, fmt.Sprintf("drift_amount %s %d", cur, n))
 	}
-	for r, n := range rep.Skipped {
-		more = append(more, fmt.Sprintf("skipped_rows %q %d", r, n))
+	for _, g := range rep.Skipped {
+		more = append(more, fmt.Sprintf("skipped_rows %q %d unchecked=%v lines=%v", g.Reason, g.Rows, g.Unchecked, g.Lines))
 	}
 	for _, f := range rep.Findings {
 		more = append(more, fmt.Sprintf("finding %s %s/%s fk=%s local=%d%s provider=%d%s", f.Class, f.Scope, f.Key,
@@ -227,7 +232,7 @@ func TestProviderFormats(t *testing.T) {
 			if err := reconcile.WriteHTML(&html, rep); err != nil {
 				t.Fatal(err)
 			}
-			for _, want := range []string{"<td>drift</td><td class=\"num\">2</td>", "<td>EUR</td><td class=\"num\">110</td>",
+			for _, want := range []string{"<td>drift</td><td class=\"num\">2</td>", "<td>EUR</td><td class=\"num\">1.10 EUR</td>",
 				"<td>no key</td><td class=\"num\">1</td>", "FOUND 2 drift, 1 over-counted", "Oldest unreconciled record:"} {
 				if !strings.Contains(html.String(), want) {
 					t.Errorf("HTML report lacks %q:\n%s", want, html.String())
@@ -263,7 +268,7 @@ func TestProviderFormats(t *testing.T) {
 				err = reconcile.WriteCSV(&csvRep, rep)
 			}
 			if err != nil || rep.Clean() || !strings.Contains(csvRep.String(), "class,drift,2") ||
-				!strings.Contains(csvRep.String(), "drift_amount,EUR,110") {
+				!strings.Contains(csvRep.String(), "drift_amount,EUR,1.10 EUR") {
 				t.Fatalf("second run: %v\n%s", err, csvRep.String())
 			}
 		})

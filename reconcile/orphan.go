@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -20,7 +21,7 @@ func (r *Reconciler) providerPass(ctx context.Context, ru *run) error {
 		// An unreadable record may be the one a provider entry belongs
 		// to: recording that entry as an orphan would be a second record
 		// of one effect.
-		return fmt.Errorf("reconcile: provider entries not matched: %d local records could not be read (see errors)", ru.unreadable)
+		return fmt.Errorf("provider entries not matched: %d local records could not be read (see errors)", ru.unreadable)
 	}
 	ru.rep.ProviderListed = true
 	since := ru.now.Add(-r.cfg.Lookback)
@@ -31,17 +32,83 @@ func (r *Reconciler) providerPass(ctx context.Context, ru *run) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("reconcile: list provider entries: %w", err)
+			return fmt.Errorf("list provider entries: %w", err)
 		}
-		if got.Status != StatusApplied || got.AppliedAt.Before(since) {
+		if got.AppliedAt.Before(since) {
+			continue // not what was asked for; AppliedBefore counts it
+		}
+		if r.seenKey(ctx, ru, got) {
 			continue
 		}
-		if _, ok := ru.seen[got.Key]; ok {
+		if !anyApplied(got) {
+			r.skipEntries(ru, got, "declined, no local record", false)
 			continue
 		}
 		r.orphan(ctx, ru, got)
 	}
+	return r.olderPass(ctx, ru, since)
+}
+
+// olderPass counts the provider's entries older than the look-back that
+// no local record matched: they were not compared, and may hide an
+// under-count or a duplicate.
+func (r *Reconciler) olderPass(ctx context.Context, ru *run, since time.Time) error {
+	ol, ok := r.prov.(OlderLister)
+	if !ok {
+		return nil
+	}
+	for got, err := range ol.AppliedBefore(ctx, since) {
+		if err != nil {
+			return fmt.Errorf("list provider entries: %w", err)
+		}
+		switch {
+		case r.seenKey(ctx, ru, got):
+		case !anyApplied(got):
+			r.skipEntries(ru, got, "declined, no local record", false)
+		default:
+			r.skipEntries(ru, got, "older than the look-back, no local record", true)
+		}
+	}
 	return nil
+}
+
+// skipEntries counts every entry under got's key as skipped.
+func (r *Reconciler) skipEntries(ru *run, got Applied, reason string, unchecked bool) {
+	for _, e := range entries(got) {
+		ru.rep.skip(reason, unchecked, e.Line)
+	}
+}
+
+// seenKey reports whether got's key belongs to a local record this run
+// read. A key listed more than once whose record an earlier run marked
+// reconciled (so this run did not ask the provider about it) is reported
+// as a duplicate here.
+func (r *Reconciler) seenKey(ctx context.Context, ru *run, got Applied) bool {
+	id, ok := ru.seen[got.Key]
+	if !ok {
+		return false
+	}
+	if len(got.Repeats) == 0 || ru.looked[got.Key] {
+		return true
+	}
+	ru.looked[got.Key] = true
+	scope, key, _ := strings.Cut(id, "\x00")
+	rec, err := r.store.Get(ctx, scope, key)
+	if err == nil {
+		err = r.eng.Config().Encryption.OpenRecord(rec)
+	}
+	if err != nil {
+		r.fail(ru, idem.Record{Scope: scope, Key: key, CreatedAt: ru.now}, got.Key, err)
+		return true
+	}
+	in, _ := idem.DecodeIntent(rec.Intent) // it was read once this run
+	f := Finding{Scope: scope, Key: key, ForwardKey: got.Key, Age: ru.now.Sub(rec.CreatedAt)}
+	if in != nil {
+		f.Local, f.LocalCurrency = in.Amount, in.Currency
+	}
+	ru.rep.Counts[ClassSkipped]-- // counted skipped (reconciled earlier) by the local pass
+	r.duplicate(ctx, ru, *rec, f, got, false)
+	return true
 }
 
 // orphan records a provider entry that has no local record as succeeded,
@@ -57,7 +124,8 @@ func (r *Reconciler) orphan(ctx context.Context, ru *run, got Applied) {
 		return
 	}
 	if scope != r.cfg.Scope && r.cfg.Scope != "" {
-		return // another scope's business
+		r.skipEntries(ru, got, "another scope than the run's", false)
+		return
 	}
 	rec, err := r.store.Get(ctx, scope, got.Key)
 	if err == nil {
@@ -79,6 +147,12 @@ func (r *Reconciler) orphan(ctx context.Context, ru *run, got Applied) {
 	}
 	f := Finding{Class: ClassUnderCounted, Scope: scope, Key: got.Key, ForwardKey: got.Key,
 		Provider: got.Amount, ProviderCurrency: got.Currency, Detail: "no local record; recorded from the provider"}
+	if len(got.Repeats) > 0 {
+		first := firstApplied(got)
+		f.Class, f.Detail = ClassDuplicate, "no local record; recorded from the provider; "+duplicateDetail(got)
+		f.Provider, f.ProviderCurrency = appliedSum(got, first.Currency), first.Currency
+		got = first
+	}
 	nrec, err := r.record(ctx, scope, got, ru.now)
 	if err != nil {
 		r.fail(ru, ref, got.Key, err)

@@ -1,12 +1,16 @@
 package reconcile
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/idemkit/idem/reconcile/money"
 )
 
 // WriteText writes rep as a table for a terminal (what `idem reconcile`
@@ -14,7 +18,9 @@ import (
 // totals, how far back the provider was listed, the provider rows skipped
 // by reason, one line per key that is not plainly reconciled, the per-key
 // errors, and a last line "result: …" that says "clean" only for a
-// complete run that found nothing.
+// complete run that found nothing and left no provider row unchecked.
+// Amounts are money ("12.50 EUR"); values from outside (keys, scopes,
+// errors) are printed with their control characters escaped.
 func WriteText(w io.Writer, rep *Report) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "idem reconcile: %d records checked in %s\n\n", rep.Checked, rep.FinishedAt.Sub(rep.StartedAt).Round(time.Millisecond))
@@ -33,9 +39,9 @@ func WriteText(w io.Writer, rep *Report) error {
 		fmt.Fprintln(tw, "\nnote: the provider cannot list its entries; keys with no local record were not looked for")
 	}
 	if len(rep.SkippedRows) > 0 {
-		fmt.Fprintln(tw, "\nSKIPPED PROVIDER ROWS\tROWS\t")
-		for _, reason := range sortedKeys(rep.SkippedRows) {
-			fmt.Fprintf(tw, "%s\t%d\t\n", reason, rep.SkippedRows[reason])
+		fmt.Fprintln(tw, "\nSKIPPED PROVIDER ROWS\tROWS\tCHECKED\tLINES\t")
+		for _, g := range rep.SkippedRows {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t\n", printable(g.Reason), g.Rows, checked(g), lines(g))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -50,15 +56,27 @@ func WriteText(w io.Writer, rep *Report) error {
 	if len(rows) > 0 {
 		fmt.Fprintln(tw, "\nCLASS\tSCOPE\tKEY\tFORWARD KEY\tLOCAL\tPROVIDER\tDETAIL")
 		for _, f := range rows {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Class, orDash(f.Scope), f.Key, f.ForwardKey,
-				money(f.Local, f.LocalCurrency), money(f.Provider, f.ProviderCurrency), f.Detail)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Class, printable(orDash(f.Scope)), printable(f.Key),
+				printable(f.ForwardKey), amount(f.Local, f.LocalCurrency), amount(f.Provider, f.ProviderCurrency), printable(f.Detail))
 		}
 	}
 	for _, e := range rep.Errors {
-		fmt.Fprintf(tw, "error: %s\n", e)
+		fmt.Fprintf(tw, "error: %s\n", printable(e))
 	}
-	fmt.Fprintf(tw, "\nresult: %s\n", verdict(rep))
+	fmt.Fprintf(tw, "\nresult: %s\n", printable(verdict(rep)))
 	return tw.Flush()
+}
+
+// WriteJSON writes rep as indented JSON (what `idem reconcile --json`
+// prints): amounts in minor units with their currencies, keys exact, and
+// the runes a terminal could interpret escaped as \uXXXX.
+func WriteJSON(w io.Writer, rep *Report) error {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(jsonSafe(b), '\n'))
+	return err
 }
 
 // verdict is the report's last line: what was found, and whether the run
@@ -66,7 +84,11 @@ func WriteText(w io.Writer, rep *Report) error {
 func verdict(rep *Report) string {
 	var parts []string
 	if !rep.Clean() {
-		parts = append(parts, fmt.Sprintf("FOUND %d drift, %d over-counted", rep.Counts[ClassDrift], rep.Counts[ClassOverCounted]))
+		found := fmt.Sprintf("FOUND %d drift, %d over-counted", rep.Counts[ClassDrift], rep.Counts[ClassOverCounted])
+		if n := rep.Counts[ClassDuplicate]; n > 0 {
+			found += fmt.Sprintf(", %d listed twice by the provider", n)
+		}
+		parts = append(parts, found)
 	}
 	if rep.Error != "" {
 		parts = append(parts, "INCOMPLETE: the run stopped: "+rep.Error)
@@ -74,10 +96,37 @@ func verdict(rep *Report) string {
 	if n := len(rep.Errors); n > 0 {
 		parts = append(parts, fmt.Sprintf("UNDECIDED: %d keys could not be decided (errors above)", n))
 	}
+	if n := rep.Unchecked(); n > 0 {
+		parts = append(parts, fmt.Sprintf("UNCHECKED: %d provider rows that may settle an intent were not compared (skipped rows above)", n))
+	}
 	if len(parts) == 0 {
 		return "clean"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// checked says whether a group of skipped rows may hide a duplicate.
+func checked(g SkippedRows) string {
+	if g.Unchecked {
+		return "NO: may hide a duplicate"
+	}
+	return "not needed"
+}
+
+// lines lists a group's first lines, "12, 40, …".
+func lines(g SkippedRows) string {
+	if len(g.Lines) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(g.Lines))
+	for i, l := range g.Lines {
+		parts[i] = strconv.Itoa(l)
+	}
+	s := strings.Join(parts, ", ")
+	if g.Rows > len(g.Lines) {
+		s += ", …"
+	}
+	return s
 }
 
 // sortedKeys returns m's keys in order.
@@ -90,7 +139,8 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
-// amounts prints per-currency minor-unit totals, "EUR 150, USD 20".
+// amounts prints per-currency totals of minor units as money,
+// "1.50 EUR, 0.20 USD".
 func amounts(m map[string]int64) string {
 	if len(m) == 0 {
 		return "0"
@@ -98,16 +148,18 @@ func amounts(m map[string]int64) string {
 	curs := sortedKeys(m)
 	parts := make([]string, len(curs))
 	for i, c := range curs {
-		parts[i] = fmt.Sprintf("%s %d", c, m[c])
+		parts[i] = printable(money.Display(m[c], c))
 	}
 	return strings.Join(parts, ", ")
 }
 
-func money(n int64, cur string) string {
-	if cur == "" {
-		return fmt.Sprint(n)
+// amount prints minor units of cur as money; "-" for a side with no
+// amount and no currency (a key with no local record).
+func amount(n int64, cur string) string {
+	if n == 0 && cur == "" {
+		return "-"
 	}
-	return fmt.Sprintf("%d %s", n, cur)
+	return printable(money.Display(n, cur))
 }
 
 func orDash(s string) string {

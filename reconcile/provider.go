@@ -68,16 +68,55 @@ type Applied struct {
 	Reference string `json:"reference,omitempty"`
 	// Result is the provider's raw answer, when it has one (an HTTP body).
 	Result []byte `json:"-"`
+	// Line is where the entry stands in a settlement file (its first line),
+	// for people reading the report; 0 when the provider has no lines.
+	Line int `json:"-"`
+	// Repeats are the provider's further entries under the same key, in
+	// its order (a settlement file listing the key again): a possible
+	// double application at the provider. The reconciler reports such a
+	// key as a finding of its own ([ClassDuplicate]).
+	Repeats []Applied `json:"-"`
 }
 
+// SkippedRows is a group of provider rows left out of the comparison, and
+// why.
+type SkippedRows struct {
+	// Reason says why, in a few words ("type payout", "no key", "older
+	// than the look-back").
+	Reason string `json:"reason"`
+	// Rows is how many rows.
+	Rows int `json:"rows"`
+	// Unchecked is set for rows that may settle an intent idem made (a key
+	// it cannot attribute, an entry older than the look-back): a duplicate
+	// among them would not be seen, so a report with unchecked rows is
+	// never clean. Rows that cannot hold one (payouts, fees, rows with no
+	// key) are not.
+	Unchecked bool `json:"unchecked,omitempty"`
+	// Lines are the first lines of these rows in the provider's file (at
+	// most [MaxSkippedLines]), when it has lines.
+	Lines []int `json:"lines,omitempty"`
+}
+
+// MaxSkippedLines bounds [SkippedRows.Lines].
+const MaxSkippedLines = 10
+
 // RowSkipper is implemented by providers that read a file whose rows are
-// not all settlements of intents (fees, payouts, adjustments): it says how
-// many rows were left out, by reason, so that the report shows them rather
-// than dropping them silently.
+// not all settlements of intents (fees, payouts, adjustments, rows idem
+// cannot attribute): it says which rows were left out, by reason, so that
+// the report shows them rather than dropping them silently.
 type RowSkipper interface {
-	// SkippedRows returns the number of rows left out per reason
-	// ("type payout", "no key"). The caller must not modify the map.
-	SkippedRows() map[string]int
+	// SkippedRows returns the rows left out, one group per reason, in a
+	// stable order. The caller must not modify them.
+	SkippedRows() []SkippedRows
+}
+
+// OlderLister is implemented by providers that hold every entry they
+// know (a settlement file): the reconciler also reads the entries applied
+// before its look-back, so that those it could not compare are counted
+// ("older than the look-back") instead of dropped silently.
+type OlderLister interface {
+	// AppliedBefore yields every entry applied before t, in any order.
+	AppliedBefore(ctx context.Context, t time.Time) iter.Seq2[Applied, error]
 }
 
 // Provider is the provider's view, by forwarded key.

@@ -3,7 +3,7 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -42,6 +42,9 @@ type run struct {
 	now  time.Time
 	rep  *Report
 	seen map[string]string // forward key → "scope\x00key" of the local record
+	// looked holds the forward keys this run asked the provider about
+	// (a record marked reconciled by an earlier run is not asked again).
+	looked map[string]bool
 	// unreadable counts local records whose intent could not be read
 	// (not decryptable, or not an intent): their forward keys are not in
 	// seen, so the provider pass cannot tell their entries from orphans.
@@ -53,17 +56,20 @@ type run struct {
 // report, complete for the keys it reached, and an error only when the store
 // or the provider's listing failed (per-key problems are in Report.Errors).
 func (r *Reconciler) RunOnce(ctx context.Context) (*Report, error) {
-	ru := &run{now: r.now(), seen: map[string]string{}}
+	ru := &run{now: r.now(), seen: map[string]string{}, looked: map[string]bool{}}
 	ru.rep = newReport(ru.now)
+	if rs, ok := r.prov.(RowSkipper); ok {
+		for _, g := range rs.SkippedRows() {
+			g.Lines = slices.Clone(g.Lines)
+			ru.rep.SkippedRows = append(ru.rep.SkippedRows, g)
+		}
+	}
 	err := r.localPass(ctx, ru)
 	if err == nil {
 		err = r.providerPass(ctx, ru)
 	}
 	if err != nil {
 		ru.rep.Error = err.Error()
-	}
-	if rs, ok := r.prov.(RowSkipper); ok && len(rs.SkippedRows()) > 0 {
-		ru.rep.SkippedRows = maps.Clone(rs.SkippedRows())
 	}
 	ru.rep.finish(r.now())
 	r.cfg.Logger.Info("reconcile: run", "checked", ru.rep.Checked, "counts", ru.rep.Counts,

@@ -23,6 +23,13 @@ const (
 	// ClassDrift: both sides have the key but amounts, currency or outcome
 	// differ; marked, state kept.
 	ClassDrift Class = "drift"
+	// ClassDuplicate: the provider lists the key more than once — a
+	// possible double application at the provider (two charges, two
+	// refunds under one intent). The local record is decided as usual
+	// (an unknown one the provider applied is recorded succeeded) and
+	// marked drift, so it is reported on every run until a person
+	// resolves it.
+	ClassDuplicate Class = "duplicate"
 	// ClassNotApplied: an unknown record the provider never applied, past
 	// the settlement window; failed or released per configuration.
 	ClassNotApplied Class = "not_applied"
@@ -35,7 +42,7 @@ const (
 )
 
 // Classes lists the classes in report order.
-var Classes = []Class{ClassReconciled, ClassUnderCounted, ClassOverCounted, ClassDrift, ClassNotApplied, ClassPending, ClassSkipped}
+var Classes = []Class{ClassReconciled, ClassUnderCounted, ClassOverCounted, ClassDrift, ClassDuplicate, ClassNotApplied, ClassPending, ClassSkipped}
 
 // Finding is the conclusion about one key.
 type Finding struct {
@@ -47,8 +54,10 @@ type Finding struct {
 	// ForwardKey is the key the provider knows.
 	ForwardKey string `json:"forward_key"`
 	// Local and Provider are the amounts each side counted, in minor units
-	// of LocalCurrency and ProviderCurrency; a side that moved nothing
-	// counts 0.
+	// of LocalCurrency and ProviderCurrency: Local is the intent's amount
+	// for a succeeded or unknown record (what it meant to move), 0 for a
+	// failed one; Provider sums what the provider applied under the key
+	// (every entry of a duplicate), 0 when it moved nothing.
 	Local            int64  `json:"local_amount"`
 	LocalCurrency    string `json:"local_currency,omitempty"`
 	Provider         int64  `json:"provider_amount"`
@@ -98,11 +107,13 @@ type Report struct {
 	// the provider's listing failed), as RunOnce returned it; empty for a
 	// complete run. A report with an Error is never a clean bill.
 	Error string `json:"error,omitempty"`
-	// SkippedRows counts, by reason, the provider's rows that settle no
-	// intent and were left out of the comparison (a settlement file's
-	// fees, payouts, adjustments, rows with no key); see
-	// [RowSkipper]. Empty for providers that skip nothing.
-	SkippedRows map[string]int `json:"skipped_rows,omitempty"`
+	// SkippedRows lists, by reason, the provider's rows left out of the
+	// comparison: a settlement file's fees, payouts, adjustments and rows
+	// with no key (see [RowSkipper]), rows whose key idem cannot
+	// attribute, entries older than the look-back with no local record,
+	// declined entries with no local record. Groups marked Unchecked may
+	// hide a duplicate: the report is then not clean.
+	SkippedRows []SkippedRows `json:"skipped_rows,omitempty"`
 	// Errors holds per-key failures (the provider could not tell, a write
 	// failed); those keys are also counted pending.
 	Errors []string `json:"errors,omitempty"`
@@ -112,17 +123,49 @@ func newReport(now time.Time) *Report {
 	return &Report{StartedAt: now, Counts: map[Class]int{}, Keys: map[Class][]string{}, DriftAmount: map[string]int64{}}
 }
 
-// Clean reports whether the run found nothing to investigate: no drift and
-// no over-counted key. A clean report may still be incomplete (Error) or
-// leave keys undecided (Errors); see [Report.Complete].
+// Clean reports whether the run found nothing to investigate: no drift,
+// no over-counted key, no key the provider lists twice. A clean report may
+// still be incomplete (Error), leave keys undecided (Errors) or provider
+// rows unchecked; see [Report.Complete].
 func (r *Report) Clean() bool {
-	return r.Counts[ClassDrift] == 0 && r.Counts[ClassOverCounted] == 0
+	return r.Counts[ClassDrift] == 0 && r.Counts[ClassOverCounted] == 0 && r.Counts[ClassDuplicate] == 0
 }
 
-// Complete reports whether the run reached every record and decided every
-// key it could: no Error and no per-key Errors.
+// Complete reports whether the run reached every record, decided every key
+// it could and checked every provider row that could settle an intent: no
+// Error, no per-key Errors, no unchecked skipped rows.
 func (r *Report) Complete() bool {
-	return r.Error == "" && len(r.Errors) == 0
+	return r.Error == "" && len(r.Errors) == 0 && r.Unchecked() == 0
+}
+
+// Unchecked is the number of provider rows left out that may settle an
+// intent idem made (see [SkippedRows].Unchecked).
+func (r *Report) Unchecked() int {
+	n := 0
+	for _, g := range r.SkippedRows {
+		if g.Unchecked {
+			n += g.Rows
+		}
+	}
+	return n
+}
+
+// skip counts one provider row left out of the comparison.
+func (r *Report) skip(reason string, unchecked bool, line int) {
+	for i := range r.SkippedRows {
+		if g := &r.SkippedRows[i]; g.Reason == reason {
+			g.Rows++
+			if line > 0 && len(g.Lines) < MaxSkippedLines {
+				g.Lines = append(g.Lines, line)
+			}
+			return
+		}
+	}
+	g := SkippedRows{Reason: reason, Rows: 1, Unchecked: unchecked}
+	if line > 0 {
+		g.Lines = []int{line}
+	}
+	r.SkippedRows = append(r.SkippedRows, g)
 }
 
 func (r *Report) add(f Finding) {
@@ -138,7 +181,7 @@ func (r *Report) add(f Finding) {
 		if !f.Kept {
 			r.addDrift(f)
 		}
-	case ClassPending, ClassOverCounted:
+	case ClassPending, ClassOverCounted, ClassDuplicate:
 	default:
 		return
 	}
@@ -166,6 +209,7 @@ func (r *Report) finish(now time.Time) {
 	for _, keys := range r.Keys {
 		sort.Strings(keys)
 	}
+	sort.SliceStable(r.SkippedRows, func(i, j int) bool { return r.SkippedRows[i].Reason < r.SkippedRows[j].Reason })
 }
 
 func abs(n int64) int64 {

@@ -44,11 +44,21 @@ func asUnknown(ctx context.Context, st idem.Store, keys *idem.Keyring, rec idem.
 	return *out, true, nil
 }
 
-// lastTouched is the latest moment the effect of rec may have started:
-// its claim, or a re-drive, which leaves CompletedAt at or after it.
+// lastTouched is the latest moment the effect of rec may have started or
+// finished, from which the settlement window counts: the claim, a
+// re-drive (which sets a new lease), the outcome's completion. An
+// in_progress or unknown record's attempt could start the effect only
+// while it held its lease: a record turned unknown after its lease ran
+// out (by the reconciler, or by any reader, long after the crash) counts
+// from the lease's end, not from when the crash was noticed.
 func lastTouched(rec idem.Record) time.Time {
-	if rec.CompletedAt.After(rec.CreatedAt) {
-		return rec.CompletedAt
+	end := rec.CompletedAt
+	if (rec.State == idem.StateUnknown || rec.State == idem.StateInProgress) && !rec.LeaseUntil.IsZero() &&
+		(end.IsZero() || rec.LeaseUntil.Before(end)) {
+		end = rec.LeaseUntil
+	}
+	if end.After(rec.CreatedAt) {
+		return end
 	}
 	return rec.CreatedAt
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,19 +28,24 @@ const reconcileAbout = `Compare the store's records with the provider's view, by
   local unknown, provider never applied → failed (or --not-applied) after the window
 
 A settlement file is read in idem's own layout (csv: integer minor units,
-RFC 3339 times) or a provider's: stripe-balance (the balance-transaction
-export, key in "idempotency_key (metadata)") or adyen-settlement (the
-settlement details report, key in "Merchant Reference"). --map, --status-map,
---type-filter and --amount-unit adjust a layout to any other file. Rows that
-settle no intent (fees, payouts, adjustments) are skipped and counted by
-reason; refunds are matched to the refund key of the same order.
+RFC 3339 times) or a provider's: stripe-balance (the Dashboard's balance
+export, key in "idempotency_key (metadata)", or the itemized balance change
+and payout reconciliation reports, key in "payment_metadata[idempotency_key]")
+or adyen-settlement (the Settlement details report, key in "Merchant
+Reference"). --map, --status-map, --type-filter and --amount-unit adjust a
+layout to any other file. Refunds are matched to the refund key of the same
+order. Rows that settle no intent (fees, payouts, adjustments) and rows not
+compared (a key idem did not make, older than the look-back) are listed by
+reason with their lines; "result: clean" only when none of those could hide
+a duplicate. A key the provider lists twice is a finding of its own.
 
 Prints a table (or --json) on stdout, and with --report a human report
 (HTML, or CSV by the file's extension). On long runs, progress lines go to
 stderr; resolutions are logged on stderr.
 
-Exit status: 0 clean; 3 drift or over-counted keys found (they take
-precedence); 1 the run failed or some keys could not be decided; 2 usage.`
+Exit status: 0 clean; 3 drift, over-counted or duplicated keys found (they
+take precedence); 1 the run failed, some keys could not be decided, or
+provider rows that may settle an intent were not compared; 2 usage.`
 
 // reconcileProgressAfter is how long a reconciliation runs before it
 // prints progress lines on stderr.
@@ -106,7 +110,7 @@ func reconcileFlags(e *env) (*flags, *reconcileOpts) {
 	f.Var(&o.headers, "provider-header", "with --provider-url: `NAME: VALUE` header to send (repeatable)")
 	o.window = f.duration("settlement-window", 24*time.Hour, "how long the provider may still report a key (e.g. 48h, 3d)")
 	o.ttl = f.duration("ttl", 24*time.Hour, "retention of records this command decides; use the application's TTL")
-	o.lookback = f.duration("lookback", 0, "how far back provider entries are checked for a local record (default: --ttl)")
+	o.lookback = f.duration("lookback", 0, "how far back provider entries are checked for a local record; older ones are listed as not compared (default: the longer of --ttl and --settlement-window)")
 	f.StringVar(&o.scope, "scope", "", "reconcile only this scope (default: all)")
 	f.StringVar(&o.orphanScope, "orphan-scope", "", "scope for provider keys with no local record, when the provider names none")
 	f.StringVar(&o.notApplied, "not-applied", "fail", "what to do with an unknown key the provider never applied: fail, release or leave")
@@ -120,7 +124,7 @@ func reconcileFlags(e *env) (*flags, *reconcileOpts) {
 		return nil
 	})
 	f.StringVar(&o.amountUnit, "amount-unit", "", "with --provider-csv: amounts in major (12.50) or minor (1250) units (default: the layout's)")
-	f.Var(&o.exponents, "currency-exponent", "with --provider-csv: `CUR=N` decimal digits of a currency where the provider differs from the CLDR table (repeatable)")
+	f.Var(&o.exponents, "currency-exponent", "with --provider-csv: `CUR=N` decimal digits of a currency where the provider counts them differently from ISO 4217 (repeatable)")
 	f.StringVar(&o.refundKey, "refund-key", "", "with --provider-csv: `TEMPLATE` of a refund's key from its row's key, with {key} or {order} (default: <op>:vN:<order> → refund:vN:<order>)")
 	f.StringVar(&o.report, "report", "", "also write a human report to `FILE` (.html, or .csv)")
 	o.keyFile = f.keyFile()
@@ -244,10 +248,17 @@ func (o *reconcileOpts) run(ctx context.Context, f *flags, st idem.Store, keys *
 		return f.fail(err)
 	}
 	rep, runErr := r.RunOnce(ctx)
+	// The report is read by an operator: its messages name their file,
+	// key or URL, not the package that noticed.
+	rep.Error = userText(rep.Error)
+	for i, e := range rep.Errors {
+		rep.Errors[i] = userText(e)
+	}
+	for i := range rep.Findings {
+		rep.Findings[i].Detail = userText(rep.Findings[i].Detail)
+	}
 	if o.json {
-		enc := json.NewEncoder(f.e.stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(rep)
+		err = reconcile.WriteJSON(f.e.stdout, rep)
 	} else {
 		err = reconcile.WriteText(f.e.stdout, rep)
 	}
@@ -263,7 +274,7 @@ func (o *reconcileOpts) run(ctx context.Context, f *flags, st idem.Store, keys *
 	switch {
 	case !rep.Clean():
 		return exitFindings
-	case runErr != nil || len(rep.Errors) > 0:
+	case runErr != nil || !rep.Complete():
 		return exitFailure
 	}
 	return exitOK

@@ -83,7 +83,7 @@ func TestReconcileCommandDrift(t *testing.T) {
 	if code != exitFindings {
 		t.Fatalf("exit %d, want 3\n%s\n%s", code, out, errs)
 	}
-	for _, want := range []string{"drift_amount EUR 50", "drift shop order-2 charge:v1:order-2 200 EUR 250 EUR", "FOUND 1 drift"} {
+	for _, want := range []string{"drift_amount 0.50 EUR", "drift shop order-2 charge:v1:order-2 2.00 EUR 2.50 EUR", "FOUND 1 drift"} {
 		if !has(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
@@ -161,7 +161,7 @@ func TestReconcileCommandFailures(t *testing.T) {
 		t.Fatalf("store failure: exit %d\n%s", code, errs)
 	}
 	code, out2, errs := reconcileCLI(t, "--store", cliStore(t, 1), "--provider-url", "http://127.0.0.1:1/charges/{key}", "--settlement-window", "1ns")
-	if code != exitFailure || !has(out2, "pending 1") || !strings.Contains(out2, "error: order-1: httpprovider:") ||
+	if code != exitFailure || !has(out2, "pending 1") || !strings.Contains(out2, "error: order-1: ") || !strings.Contains(out2, "127.0.0.1:1/charges/charge:v1:order-1") || !has(out2, "pending shop order-1 charge:v1:order-1 1.00 EUR -") || strings.Contains(out2, "httpprovider:") ||
 		!strings.Contains(out2, "result: UNDECIDED: 1 keys could not be decided") {
 		t.Fatalf("unreachable provider: exit %d\n%s\n%s", code, out2, errs)
 	}
@@ -198,8 +198,10 @@ func TestReconcileCommandIncomplete(t *testing.T) {
 	}
 }
 
-// TestReconcileCommandLookback: the report says how far back provider entries were
-// compared, and an entry older than that is not recorded.
+// TestReconcileCommandLookback: the report says how far back provider
+// entries were compared; an entry older than that with no local record is
+// not recorded but listed as not compared, and the run is not clean
+// (exit 1) until the look-back covers it.
 func TestReconcileCommandLookback(t *testing.T) {
 	t.Parallel()
 	db := cliStore(t, 1)
@@ -210,7 +212,9 @@ func TestReconcileCommandLookback(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errs := reconcileCLI(t, "--store", db, "--provider-csv", csv)
-	if code != exitOK || !strings.Contains(out, "provider entries applied since ") || !has(out, "under_counted 0") {
+	if code != exitFailure || !strings.Contains(out, "provider entries applied since ") || !has(out, "under_counted 0") ||
+		!has(out, "older than the look-back, no local record 1 NO: may hide a duplicate 3") ||
+		!strings.Contains(out, "result: UNCHECKED: 1 provider rows") {
 		t.Fatalf("default look-back (--ttl 24h): exit %d\n%s\n%s", code, out, errs)
 	}
 	code, out, errs = reconcileCLI(t, "--store", db, "--provider-csv", csv, "--lookback", "2d")
@@ -295,5 +299,38 @@ func TestReconcileUnusableStore(t *testing.T) {
 		if code != 2 || !strings.Contains(errb.String(), "--store") {
 			t.Errorf("--store %s: exit %d, want 2\n%s%s", dsn, code, out.String(), errb.String())
 		}
+	}
+}
+
+// TestReconcileCommandHostileKeys: keys written in a provider's file reach
+// the terminal and the reports escaped — a key carrying terminal escapes
+// cannot clear the screen, a key that is a spreadsheet formula stays text
+// in the CSV report.
+func TestReconcileCommandHostileKeys(t *testing.T) {
+	t.Parallel()
+	db := cliStore(t, 1)
+	at := time.Now().UTC().Format(time.RFC3339)
+	path := filepath.Join(t.TempDir(), "psp.csv")
+	body := "key,amount,currency,status,applied_at,scope\n" +
+		`"=HYPERLINK(""http://evil/"",""open"")",100,EUR,applied,` + at + ",shop\n" +
+		"evil\x1b[2J\x1b]0;owned\x07,100,EUR,applied," + at + ",shop\n"
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(t.TempDir(), "out.csv")
+	_, out, errs := reconcileCLI(t, "--store", db, "--provider-csv", path, "--report", report)
+	if strings.ContainsAny(out+errs, "\x1b\x07") || !strings.Contains(out, `\x1b[2J`) {
+		t.Fatalf("the terminal got raw escapes, or none shown:\n%q\n%q", out, errs)
+	}
+	_, js, _ := reconcileCLI(t, "--store", db, "--provider-csv", path, "--json")
+	if strings.ContainsAny(js, "\x1b\x07") {
+		t.Fatalf("--json carries raw escapes:\n%q", js)
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"'=HYPERLINK(""http://evil/"",""open"")"`) || strings.ContainsAny(string(b), "\x1b\x07") {
+		t.Fatalf("CSV report:\n%s", b)
 	}
 }

@@ -211,7 +211,7 @@ func TestGetShowsIntentAndResponse(t *testing.T) {
 		}
 	}
 	o, _, _ = runCLI("get", "refund-7", "--store", dsn)
-	for _, want := range []string{`operation:\s+refund\n`, `amount:\s+1250 EUR\n`, `value:\s+4 bytes: re_9\n`} {
+	for _, want := range []string{`operation:\s+refund\n`, `amount:\s+12.50 EUR\n`, `value:\s+4 bytes: re_9\n`} {
 		if !regexp.MustCompile(want).MatchString(o) {
 			t.Errorf("get refund-7 lacks %s:\n%s", want, o)
 		}
@@ -234,5 +234,28 @@ func TestGetShowsIntentAndResponse(t *testing.T) {
 	}
 	if b, err := os.ReadFile(out); err != nil || string(b) != `{"id":"ch_1","amount":5000}` {
 		t.Errorf("--body-out wrote %q, %v", b, err)
+	}
+}
+
+// TestListAndGetPrintMoney: idem list and idem get print an intent's
+// amount as money, by the currency's ISO 4217 digits, and label minor
+// units when the intent names no currency.
+func TestListAndGetPrintMoney(t *testing.T) {
+	t.Parallel()
+	dsn := seedSQLite(t, []byte("ok"),
+		idem.Request{Scope: "shop", Key: "eur", Intent: &idem.Intent{Operation: "charge", Amount: 125000, Currency: "EUR"}},
+		idem.Request{Scope: "shop", Key: "kwd", Intent: &idem.Intent{Operation: "charge", Amount: 12345, Currency: "KWD"}},
+		idem.Request{Scope: "shop", Key: "raw", Intent: &idem.Intent{Operation: "charge", Amount: 990}})
+	o, e, code := runCLI("list", "--store", dsn)
+	if code != exitOK {
+		t.Fatalf("list: code %d, %s", code, e)
+	}
+	for _, want := range []string{"1250.00 EUR", "12.345 KWD", "990 (minor units)"} {
+		if !strings.Contains(o, want) {
+			t.Errorf("idem list lacks %q:\n%s", want, o)
+		}
+	}
+	if o, _, _ = runCLI("get", "eur", "--scope", "shop", "--store", dsn); !regexp.MustCompile(`amount:\s+1250.00 EUR\n`).MatchString(o) {
+		t.Errorf("idem get lacks the amount as money:\n%s", o)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/reconcile/money"
 )
 
 // spooledOutcome names what a spooled outcome will do to its record.
@@ -242,7 +243,7 @@ func intentRows(row func(k, v string), in *idem.Intent) {
 		row("operation", in.Operation)
 	}
 	if in.Amount != 0 || in.Currency != "" {
-		row("amount", strings.TrimSpace(strconv.FormatInt(in.Amount, 10)+" "+in.Currency))
+		row("amount", money.Display(in.Amount, in.Currency))
 	}
 	if in.Counterparty != "" {
 		row("counterparty", in.Counterparty)
@@ -292,7 +293,8 @@ func bodyBytes(r *idem.Record) []byte {
 // intentColumns are idem list's METHOD, PATH and AMOUNT: what the intent
 // journal says the call was ("-" where it says nothing). The proxy records
 // method and path; the amount is the intent's (--intent amount=…, or what
-// the application wrote).
+// the application wrote), printed as money: "1250.00 EUR" for 125000 minor
+// units, or minor units labelled so when the intent names no currency.
 func intentColumns(r *idem.Record) (method, path, amount string) {
 	method, path, amount = "-", "-", "-"
 	in, err := idem.DecodeIntent(r.Intent)
@@ -308,7 +310,7 @@ func intentColumns(r *idem.Record) (method, path, amount string) {
 		path = v
 	}
 	if in.Amount != 0 || in.Currency != "" {
-		amount = strings.TrimSpace(strconv.FormatInt(in.Amount, 10) + " " + in.Currency)
+		amount = money.Display(in.Amount, in.Currency)
 	}
 	return
 }

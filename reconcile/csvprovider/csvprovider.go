@@ -13,8 +13,11 @@
 //
 // An optional scope column names the local scope of a key that has no local
 // record. Other columns are ignored, so a processor's report with extra
-// columns can be read as it is. A key may appear only once; a malformed row
-// is an error naming its line, never skipped.
+// columns can be read as it is. A key listed more than once is kept with
+// its repeats ([reconcile.Applied].Repeats): the reconciler reports it as a
+// possible double application, and every other key still reconciles. A
+// row that cannot be read is an error naming its line and column
+// ([RowError]), never skipped.
 //
 // Example:
 //
@@ -31,6 +34,7 @@ import (
 	"io"
 	"iter"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -45,40 +49,79 @@ var Columns = []string{"key", "amount", "currency", "status", "applied_at"}
 // Provider is a parsed settlement file. It is read-only and safe for
 // concurrent use.
 type Provider struct {
-	byKey   map[string]reconcile.Applied
-	order   []string // keys in file order
-	skipped map[string]int
+	byKey   map[string]reconcile.Applied // the first entry of each key, with its repeats
+	order   []string                     // keys in file order
+	skipped []reconcile.SkippedRows
 }
 
 var (
-	_ reconcile.Provider   = (*Provider)(nil)
-	_ reconcile.RowSkipper = (*Provider)(nil)
+	_ reconcile.Provider    = (*Provider)(nil)
+	_ reconcile.RowSkipper  = (*Provider)(nil)
+	_ reconcile.OlderLister = (*Provider)(nil)
 )
+
+// RowError is a settlement file's row (or header) that cannot be read: it
+// names the file, the line and the column, as the user sees them.
+type RowError struct {
+	// File is the file's name, when known.
+	File string
+	// Line is the 1-based line the row starts on.
+	Line int
+	// Column is the 1-based column (field) number, or 0 for the row as a
+	// whole.
+	Column int
+	// Header is the column's header, when Column is set.
+	Header string
+	// Err says what is wrong.
+	Err error
+}
+
+func (e *RowError) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File + ": ")
+	}
+	fmt.Fprintf(&b, "line %d", e.Line)
+	if e.Column > 0 {
+		fmt.Fprintf(&b, ", column %d", e.Column)
+		if e.Header != "" {
+			fmt.Fprintf(&b, " (%s)", e.Header)
+		}
+	}
+	return b.String() + ": " + e.Err.Error()
+}
+
+func (e *RowError) Unwrap() error { return e.Err }
 
 // Open reads and parses the settlement file at path in the [CSV] layout.
 func Open(path string) (*Provider, error) { return OpenLayout(path, CSV()) }
 
 // OpenLayout reads and parses the settlement file at path in layout l.
+// Errors name the file as path's base name.
 func OpenLayout(path string, l Layout) (*Provider, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("csvprovider: %w", err)
+		return nil, err // *PathError names the path
 	}
 	defer f.Close()
 	p, err := ParseLayout(f, l)
-	if err != nil {
-		return nil, fmt.Errorf("%w (in %s)", err, path)
+	var re *RowError
+	if errors.As(err, &re) {
+		re.File = filepath.Base(path)
+	} else if err != nil {
+		err = fmt.Errorf("%s: %w", filepath.Base(path), err)
 	}
-	return p, nil
+	return p, err
 }
 
 // Parse reads a settlement file in the [CSV] layout from r.
 func Parse(r io.Reader) (*Provider, error) { return ParseLayout(r, CSV()) }
 
 // ParseLayout reads a settlement file in layout l from r. Rows that settle
-// no intent (by type, status or a missing key, as l says) are counted in
-// [Provider.SkippedRows]; any other row that cannot be read is an error
-// naming its line.
+// no intent (by type, status or a missing key, as l says) and rows whose
+// key idem cannot attribute (a refund of a key that has no derivable
+// refund key) are listed in [Provider.SkippedRows]; any other row that
+// cannot be read is a [*RowError].
 func ParseLayout(r io.Reader, l Layout) (*Provider, error) {
 	if err := l.validate(); err != nil {
 		return nil, err
@@ -88,51 +131,99 @@ func ParseLayout(r io.Reader, l Layout) (*Provider, error) {
 	cr.TrimLeadingSpace = true
 	header, err := cr.Read()
 	if errors.Is(err, io.EOF) {
-		return nil, errors.New("csvprovider: empty file: want a header row " + strings.Join(l.headers(), ","))
+		return nil, &RowError{Line: 1, Err: errors.New("empty file: want a header row " + strings.Join(l.headers(), ","))}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("csvprovider: %w", err)
+		return nil, csvError(err, header)
 	}
 	cols, err := l.columns(header)
 	if err != nil {
-		return nil, err
+		return nil, &RowError{Line: 1, Err: err}
 	}
-	p := &Provider{byKey: map[string]reconcile.Applied{}, skipped: map[string]int{}}
-	firstLine := map[string]int{}
+	p := &Provider{byKey: map[string]reconcile.Applied{}}
+	skips := skipSet{}
 	for {
 		row, err := cr.Read()
 		if errors.Is(err, io.EOF) {
+			p.skipped = skips.list()
 			return p, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("csvprovider: %w", err)
+			return nil, csvError(err, header, row...)
 		}
 		line, _ := cr.FieldPos(0)
-		a, skip, err := cols.entry(row)
-		if err != nil {
-			return nil, fmt.Errorf("csvprovider: line %d: %w", line, err)
+		a, sk, rerr := cols.entry(row)
+		if rerr != nil {
+			rerr.Line = line
+			return nil, rerr
 		}
-		if skip != "" {
-			p.skipped[skip]++
+		if sk.reason != "" {
+			skips.add(sk, line)
 			continue
 		}
-		if first, dup := firstLine[a.Key]; dup {
-			return nil, fmt.Errorf("csvprovider: line %d: key %q appears again (first on line %d)", line, a.Key, first)
+		a.Line = line
+		if first, dup := p.byKey[a.Key]; dup {
+			first.Repeats = append(first.Repeats, a)
+			p.byKey[a.Key] = first
+			continue
 		}
-		firstLine[a.Key] = line
 		p.byKey[a.Key] = a
 		p.order = append(p.order, a.Key)
 	}
 }
 
-// Len returns the number of entries.
+// csvError turns encoding/csv's error into one naming the line.
+func csvError(err error, header []string, row ...string) error {
+	var pe *csv.ParseError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	if errors.Is(pe.Err, csv.ErrFieldCount) {
+		return &RowError{Line: pe.StartLine, Err: fmt.Errorf("the row has %d fields, the header %d", len(row), len(header))}
+	}
+	return &RowError{Line: pe.Line, Err: fmt.Errorf("character %d: %w", pe.Column, pe.Err)}
+}
+
+// skip is why a row settles no intent, and whether it may hide one.
+type skip struct {
+	reason    string
+	unchecked bool
+}
+
+// skipSet groups skipped rows by reason, in the order reasons appear.
+type skipSet map[string]*reconcile.SkippedRows
+
+func (s skipSet) add(sk skip, line int) {
+	g := s[sk.reason]
+	if g == nil {
+		g = &reconcile.SkippedRows{Reason: sk.reason, Unchecked: sk.unchecked}
+		s[sk.reason] = g
+	}
+	g.Rows++
+	if len(g.Lines) < reconcile.MaxSkippedLines {
+		g.Lines = append(g.Lines, line)
+	}
+}
+
+func (s skipSet) list() []reconcile.SkippedRows {
+	out := make([]reconcile.SkippedRows, 0, len(s))
+	for _, g := range s {
+		out = append(out, *g)
+	}
+	slices.SortFunc(out, func(a, b reconcile.SkippedRows) int { return strings.Compare(a.Reason, b.Reason) })
+	return out
+}
+
+// Len returns the number of keys.
 func (p *Provider) Len() int { return len(p.order) }
 
 // SkippedRows implements [reconcile.RowSkipper]: the rows that settle no
-// intent, by reason ("type payout", "no key", "status skip: pending").
-func (p *Provider) SkippedRows() map[string]int { return p.skipped }
+// intent or that idem cannot attribute, by reason ("type payout", "no
+// key", "status skip: pending", "refund of a key not in idem's form").
+func (p *Provider) SkippedRows() []reconcile.SkippedRows { return p.skipped }
 
-// Lookup implements [reconcile.Provider].
+// Lookup implements [reconcile.Provider]: the key's first entry, with its
+// repeats.
 func (p *Provider) Lookup(_ context.Context, key string) (reconcile.Applied, error) {
 	a, ok := p.byKey[key]
 	if !ok {
@@ -141,20 +232,26 @@ func (p *Provider) Lookup(_ context.Context, key string) (reconcile.Applied, err
 	return a, nil
 }
 
-// AppliedSince implements [reconcile.Provider]: the file's entries at or
-// after since, in file order.
+// AppliedSince implements [reconcile.Provider]: each key whose first entry
+// was applied at or after since, once, in file order.
 func (p *Provider) AppliedSince(ctx context.Context, since time.Time) iter.Seq2[reconcile.Applied, error] {
+	return p.entries(ctx, func(a reconcile.Applied) bool { return !a.AppliedAt.Before(since) })
+}
+
+// AppliedBefore implements [reconcile.OlderLister]: each key whose first
+// entry was applied before t, once, in file order.
+func (p *Provider) AppliedBefore(ctx context.Context, t time.Time) iter.Seq2[reconcile.Applied, error] {
+	return p.entries(ctx, func(a reconcile.Applied) bool { return a.AppliedAt.Before(t) })
+}
+
+func (p *Provider) entries(ctx context.Context, keep func(reconcile.Applied) bool) iter.Seq2[reconcile.Applied, error] {
 	return func(yield func(reconcile.Applied, error) bool) {
 		for _, k := range p.order {
 			if err := ctx.Err(); err != nil {
 				yield(reconcile.Applied{}, err)
 				return
 			}
-			a := p.byKey[k]
-			if a.AppliedAt.Before(since) {
-				continue
-			}
-			if !yield(a, nil) {
+			if a := p.byKey[k]; keep(a) && !yield(a, nil) {
 				return
 			}
 		}
@@ -172,46 +269,68 @@ func (l *Layout) headers() []string {
 	return hs
 }
 
-// columnSet is a layout bound to a header: each field's position, or -1.
+// columnSet is a layout bound to a header: each field's position, or -1,
+// and the header it was found under.
 type columnSet struct {
-	l   *Layout
-	pos map[string]int
+	l      *Layout
+	pos    map[string]int
+	header []string
+}
+
+func normHeader(h string) string {
+	return strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")))
 }
 
 func (l *Layout) columns(header []string) (columnSet, error) {
 	at := map[string]int{}
 	for i, h := range header {
-		name := strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")))
+		name := normHeader(h)
 		if _, dup := at[name]; dup && name != "" {
-			return columnSet{}, fmt.Errorf("csvprovider: header: column %q appears twice", name)
+			return columnSet{}, fmt.Errorf("the header has column %q twice", strings.TrimSpace(h))
 		}
 		at[name] = i
 	}
-	cs := columnSet{l: l, pos: map[string]int{}}
+	find := func(f string) (int, bool) {
+		for _, c := range l.candidates(f) {
+			if i, ok := at[normHeader(c)]; ok {
+				return i, true
+			}
+		}
+		return -1, false
+	}
+	cs := columnSet{l: l, pos: map[string]int{}, header: header}
+	_, hasType := find(FieldType)
 	var missing []string
 	for _, f := range Fields {
-		c := l.Columns[f]
-		if c == "" {
+		cands := l.candidates(f)
+		if len(cands) == 0 {
 			cs.pos[f] = -1
 			continue
 		}
-		i, ok := at[strings.ToLower(strings.TrimSpace(c))]
-		_, hasType := at[strings.ToLower(strings.TrimSpace(l.Columns[FieldType]))]
+		i, ok := find(f)
 		switch {
 		case ok:
 			cs.pos[f] = i
-		case slices.Contains(l.Optional, f), f == FieldStatus && l.Columns[FieldType] != "" && hasType:
+		case slices.Contains(l.Optional, f), f == FieldStatus && hasType:
 			// Without a status column, the type's values are mapped.
 			cs.pos[f] = -1
 		default:
-			missing = append(missing, c)
+			missing = append(missing, fmt.Sprintf("%s (for %s)", strings.Join(quoteAll(cands), " or "), f))
 		}
 	}
 	if len(missing) > 0 {
-		return columnSet{}, fmt.Errorf("csvprovider: header lacks %s (the %s layout wants %s; map others with FIELD=COLUMN)",
+		return columnSet{}, fmt.Errorf("the header has no column %s: the %s layout wants %s; name another column with FIELD=COLUMN",
 			strings.Join(missing, ", "), l.name(), strings.Join(l.headers(), ","))
 	}
 	return cs, nil
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
 }
 
 func (c columnSet) cell(row []string, field string) string {
@@ -221,31 +340,40 @@ func (c columnSet) cell(row []string, field string) string {
 	return ""
 }
 
-// entry reads one row: its entry, or the reason it settles no intent.
-func (c columnSet) entry(row []string) (reconcile.Applied, string, error) {
+// bad is a RowError for field's column (the line is filled by the caller).
+func (c columnSet) bad(field string, err error) *RowError {
+	i := c.pos[field]
+	if i < 0 {
+		return &RowError{Err: err}
+	}
+	return &RowError{Column: i + 1, Header: strings.TrimSpace(strings.TrimPrefix(c.header[i], "\ufeff")), Err: err}
+}
+
+// entry reads one row: its entry, or why it settles no intent.
+func (c columnSet) entry(row []string) (reconcile.Applied, skip, *RowError) {
 	l := c.l
 	var a reconcile.Applied
 	typ := c.cell(row, FieldType)
 	if !l.keeps(typ) {
-		return a, "type " + orEmpty(typ), nil
+		return a, skip{reason: "type " + orEmpty(typ)}, nil
 	}
-	sv := c.cell(row, FieldStatus)
+	sv, sf := c.cell(row, FieldStatus), FieldStatus
 	if c.pos[FieldStatus] < 0 {
-		sv = typ
+		sv, sf = typ, FieldType
 	}
 	out, err := l.outcome(sv)
 	if err != nil {
-		return a, "", err
+		return a, skip{}, c.bad(sf, err)
 	}
 	if out == OutcomeSkip {
-		return a, "status skip: " + orEmpty(strings.ToLower(sv)), nil
+		return a, skip{reason: "status skip: " + orEmpty(strings.ToLower(sv))}, nil
 	}
 	a.Key = c.cell(row, FieldKey)
 	if a.Key == "" {
 		if l.SkipKeyless {
-			return a, "no key", nil
+			return a, skip{reason: "no key"}, nil
 		}
-		return a, "", errors.New("empty key")
+		return a, skip{}, c.bad(FieldKey, errors.New("the key is empty"))
 	}
 	if out == OutcomeRefund {
 		rk := l.RefundKey
@@ -254,7 +382,11 @@ func (c columnSet) entry(row []string) (reconcile.Applied, string, error) {
 		}
 		k, err := rk(a.Key)
 		if err != nil {
-			return a, "", fmt.Errorf("refund: %w", err)
+			// A refund of a key idem did not make, or made in a form
+			// the refund key cannot be derived from: it cannot be
+			// attributed to a refund intent, and a double refund among
+			// such rows would not be seen.
+			return a, skip{reason: "refund of a key not in idem's form (see --refund-key)", unchecked: true}, nil
 		}
 		a.Key = k
 	}
@@ -263,18 +395,19 @@ func (c columnSet) entry(row []string) (reconcile.Applied, string, error) {
 		a.Status = reconcile.StatusFailed
 	}
 	a.Currency = strings.ToUpper(c.cell(row, FieldCurrency))
-	if !isCurrency(a.Currency) {
-		return a, "", fmt.Errorf("currency %q is not a three-letter ISO 4217 code", c.cell(row, FieldCurrency))
+	if _, over := l.Exponents[a.Currency]; !over && !money.Known(a.Currency) {
+		return a, skip{}, c.bad(FieldCurrency, fmt.Errorf("%q is not an ISO 4217 currency code", c.cell(row, FieldCurrency)))
 	}
-	if a.Amount, err = c.amount(row, a.Currency); err != nil {
-		return a, "", err
+	var rerr *RowError
+	if a.Amount, rerr = c.amount(row, a.Currency); rerr != nil {
+		return a, skip{}, rerr
 	}
-	if a.AppliedAt, err = c.time(row); err != nil {
-		return a, "", err
+	if a.AppliedAt, rerr = c.time(row); rerr != nil {
+		return a, skip{}, rerr
 	}
 	a.Scope = c.cell(row, FieldScope)
 	a.Reference = c.cell(row, FieldReference)
-	return a, "", nil
+	return a, skip{}, nil
 }
 
 func orEmpty(s string) string {
@@ -285,26 +418,30 @@ func orEmpty(s string) string {
 }
 
 // amount reads the amount column, or the debit column when it is empty.
-func (c columnSet) amount(row []string, cur string) (int64, error) {
+func (c columnSet) amount(row []string, cur string) (int64, *RowError) {
 	l := c.l
+	field := FieldAmount
+	s, debit := c.cell(row, FieldAmount), false
+	if s == "" && c.pos[FieldDebit] >= 0 {
+		s, debit, field = c.cell(row, FieldDebit), true, FieldDebit
+	}
 	exp := 0
 	if l.Amount.Unit == money.Major {
 		e, err := l.Exponents.Exponent(cur)
 		if err != nil {
-			return 0, fmt.Errorf("currency %q: %w", cur, err)
+			return 0, c.bad(FieldCurrency, err)
 		}
 		exp = e
-	}
-	s, debit := c.cell(row, FieldAmount), false
-	if s == "" && c.pos[FieldDebit] >= 0 {
-		s, debit = c.cell(row, FieldDebit), true
 	}
 	n, err := l.Amount.Parse(s, exp)
 	if err != nil {
 		if l.Amount.Unit == money.Minor {
-			return 0, fmt.Errorf("amount %q is not an integer number of minor units", s)
+			return 0, c.bad(field, fmt.Errorf("%q is not an integer number of minor units", s))
 		}
-		return 0, fmt.Errorf("amount %q: %w", s, err)
+		if strings.Contains(err.Error(), "decimals") {
+			err = fmt.Errorf("%w (%s has %d)", err, cur, exp)
+		}
+		return 0, c.bad(field, err)
 	}
 	if debit {
 		n = -n
@@ -316,13 +453,13 @@ func (c columnSet) amount(row []string, cur string) (int64, error) {
 }
 
 // time reads applied_at in the layout's formats and the row's zone.
-func (c columnSet) time(row []string) (time.Time, error) {
+func (c columnSet) time(row []string) (time.Time, *RowError) {
 	l := c.l
 	s := c.cell(row, FieldAppliedAt)
 	if len(l.TimeLayouts) == 0 {
 		t, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil {
-			return t, fmt.Errorf("applied_at %q is not an RFC 3339 time", s)
+			return t, c.bad(FieldAppliedAt, fmt.Errorf("%q is not an RFC 3339 time", s))
 		}
 		return t.UTC(), nil
 	}
@@ -333,7 +470,7 @@ func (c columnSet) time(row []string) (time.Time, error) {
 	if c.pos[FieldTimeZone] >= 0 {
 		z, err := zone(c.cell(row, FieldTimeZone))
 		if err != nil {
-			return time.Time{}, err
+			return time.Time{}, c.bad(FieldTimeZone, err)
 		}
 		loc = z
 	}
@@ -342,17 +479,5 @@ func (c columnSet) time(row []string) (time.Time, error) {
 			return t.UTC(), nil
 		}
 	}
-	return time.Time{}, fmt.Errorf("applied_at %q is not a time in the form %s", s, l.TimeLayouts[0])
-}
-
-func isCurrency(s string) bool {
-	if len(s) != 3 {
-		return false
-	}
-	for i := 0; i < 3; i++ {
-		if s[i] < 'A' || s[i] > 'Z' {
-			return false
-		}
-	}
-	return true
+	return time.Time{}, c.bad(FieldAppliedAt, fmt.Errorf("%q is not a time in the form %s", s, l.TimeLayouts[0]))
 }

@@ -57,16 +57,16 @@ func TestParseRefuses(t *testing.T) {
 	t.Parallel()
 	head := "key,amount,currency,status,applied_at\n"
 	for name, tc := range map[string]struct{ in, want string }{
-		"empty":          {"", "empty file"},
-		"missing column": {"key,amount,currency,status\n", "lacks applied_at"},
-		"duplicate col":  {"key,key,amount,currency,status,applied_at\n", "appears twice"},
-		"decimal amount": {head + "k,12.50,EUR,applied,2025-03-01T12:00:00Z\n", "line 2: amount"},
-		"bad currency":   {head + "k,1,EURO,applied,2025-03-01T12:00:00Z\n", "currency"},
-		"bad status":     {head + "k,1,EUR,pending,2025-03-01T12:00:00Z\n", `status "pending" is not mapped`},
-		"bad time":       {head + "k,1,EUR,applied,2025-03-01\n", "applied_at"},
-		"empty key":      {head + ",1,EUR,applied,2025-03-01T12:00:00Z\n", "empty key"},
-		"duplicate key":  {head + "k,1,EUR,applied,2025-03-01T12:00:00Z\nk,1,EUR,applied,2025-03-01T12:00:00Z\n", "line 3: key \"k\" appears again (first on line 2)"},
-		"short row":      {head + "k,1,EUR\n", "wrong number of fields"},
+		"empty":          {"", "line 1: empty file"},
+		"missing column": {"key,amount,currency,status\n", `line 1: the header has no column "applied_at"`},
+		"duplicate col":  {"key,key,amount,currency,status,applied_at\n", `line 1: the header has column "key" twice`},
+		"decimal amount": {head + "k,12.50,EUR,applied,2025-03-01T12:00:00Z\n", `line 2, column 2 (amount): "12.50" is not an integer number of minor units`},
+		"bad currency":   {head + "k,1,EURO,applied,2025-03-01T12:00:00Z\n", `line 2, column 3 (currency): "EURO" is not an ISO 4217`},
+		"bad status":     {head + "k,1,EUR,pending,2025-03-01T12:00:00Z\n", `line 2, column 4 (status): status "pending" is not mapped`},
+		"bad time":       {head + "k,1,EUR,applied,2025-03-01\n", `line 2, column 5 (applied_at): "2025-03-01" is not an RFC 3339 time`},
+		"empty key":      {head + ",1,EUR,applied,2025-03-01T12:00:00Z\n", "line 2, column 1 (key): the key is empty"},
+		"short row":      {head + "k,1,EUR\n", "line 2: the row has 3 fields, the header 5"},
+		"bare quote":     {head + "k,1\"2,EUR,applied,2025-03-01T12:00:00Z\n", `line 2: character 4: bare " in non-quoted-field`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := csvprovider.Parse(strings.NewReader(tc.in))
@@ -74,6 +74,36 @@ func TestParseRefuses(t *testing.T) {
 				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestRepeatedKey: a key listed twice is kept with its repeat (a possible
+// double application, for the reconciler to report), not refused, and
+// every other key of the file is still read.
+func TestRepeatedKey(t *testing.T) {
+	t.Parallel()
+	in := "key,amount,currency,status,applied_at\n" +
+		"k,100,EUR,applied,2025-03-01T12:00:00Z\n" +
+		"other,5,EUR,applied,2025-03-01T12:00:00Z\n" +
+		"k,100,EUR,applied,2025-03-01T12:05:00Z\n"
+	p, err := csvprovider.Parse(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a, err := p.Lookup(ctx, "k")
+	if err != nil || a.Line != 2 || len(a.Repeats) != 1 || a.Repeats[0].Line != 4 || a.Repeats[0].Amount != 100 {
+		t.Fatalf("Lookup(k) = %+v, %v; want line 2 with its repeat on line 4", a, err)
+	}
+	if o, err := p.Lookup(ctx, "other"); err != nil || o.Amount != 5 || p.Len() != 2 {
+		t.Fatalf("Lookup(other) = %+v, %v; %d keys", o, err, p.Len())
+	}
+	n := 0
+	for range p.AppliedSince(ctx, time.Time{}) {
+		n++
+	}
+	if n != 2 {
+		t.Fatalf("AppliedSince yields %d entries, want each key once", n)
 	}
 }
 
@@ -89,6 +119,16 @@ func TestOpen(t *testing.T) {
 	}
 	if _, err := csvprovider.Open(filepath.Join(t.TempDir(), "absent.csv")); err == nil {
 		t.Fatal("absent file accepted")
+	}
+	// Errors name the user's file, line and column.
+	bad := filepath.Join(t.TempDir(), "psp-2026-12.csv")
+	if err := os.WriteFile(bad, []byte("key,amount,currency,status,applied_at\nk,1,EUR,applied,yesterday\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = csvprovider.Open(bad)
+	var re *csvprovider.RowError
+	if !errors.As(err, &re) || err.Error() != `psp-2026-12.csv: line 2, column 5 (applied_at): "yesterday" is not an RFC 3339 time` {
+		t.Fatalf("err = %v", err)
 	}
 }
 

@@ -30,10 +30,12 @@ txn_4,payout,po_1,-12.39,0.00,-12.39,eur,2026-12-02 00:00:00,STRIPE PAYOUT,
 		a, _ := p.Lookup(context.Background(), k)
 		fmt.Println(k, a.Amount, a.Currency, a.Reference, a.AppliedAt.Format("15:04:05Z07:00"))
 	}
-	fmt.Println(p.SkippedRows())
+	for _, g := range p.SkippedRows() {
+		fmt.Printf("skipped: %s, %d row (line %v)\n", g.Reason, g.Rows, g.Lines)
+	}
 	// Output:
 	// charge:v1:shop:o-1 1250 EUR ch_1 19:05:02Z
 	// charge:v1:shop:o-2 5000 JPY ch_2 19:06:00Z
 	// refund:v1:shop:o-1 500 EUR re_1 20:00:00Z
-	// map[type payout:1]
+	// skipped: type payout, 1 row (line [5])
 }

@@ -52,7 +52,7 @@ func ParseOutcome(s string) (Outcome, error) {
 	case OutcomeApplied, OutcomeFailed, OutcomeRefund, OutcomeSkip:
 		return o, nil
 	}
-	return "", fmt.Errorf("csvprovider: unknown outcome %q (want applied, failed, refund or skip)", s)
+	return "", fmt.Errorf("unknown outcome %q (want applied, failed, refund or skip)", s)
 }
 
 // Layout says how a settlement file's rows become entries: which column
@@ -66,14 +66,21 @@ type Layout struct {
 	// currency and applied_at are required, and status or type; a status
 	// column the file lacks is read from its type column, when it has one.
 	Columns map[string]string
+	// Alternates lists, per field, further headers its column may have
+	// when the header has none named in Columns, tried in order: one
+	// layout reads a provider's reports whose headers differ (Stripe's
+	// Dashboard export says "Amount", its Report API "gross"). Defaults
+	// to none.
+	Alternates map[string][]string
 	// Optional lists the mapped fields whose column may be missing from
 	// the header. Defaults to none.
 	Optional []string
 	// Amount says how amounts are written. Defaults to integer minor
 	// units.
 	Amount money.Format
-	// Exponents overrides the currencies' decimal digits. Defaults to the
-	// CLDR table of golang.org/x/text/currency.
+	// Exponents overrides the currencies' decimal digits, where the
+	// provider counts them differently from ISO 4217. Defaults to the
+	// ISO 4217 table of package money.
 	Exponents money.Exponents
 	// Magnitude makes amounts unsigned: the row's type, not the sign,
 	// says which way money moved (a refund's "-5.00" is a refund of 500).
@@ -124,7 +131,7 @@ func DefaultRefundKey(key string) (string, error) {
 // ("refund:v1:{order}" is [DefaultRefundKey] for version 1 keys).
 func RefundKeyTemplate(tmpl string) (func(string) (string, error), error) {
 	if !strings.Contains(tmpl, "{key}") && !strings.Contains(tmpl, "{order}") {
-		return nil, fmt.Errorf("csvprovider: refund key template %q names neither {key} nor {order}", tmpl)
+		return nil, fmt.Errorf("refund key template %q names neither {key} nor {order}", tmpl)
 	}
 	return func(key string) (string, error) {
 		out := strings.ReplaceAll(tmpl, "{key}", key)
@@ -167,10 +174,10 @@ func (l *Layout) ParseMap(s string) error {
 	field, col, ok := strings.Cut(s, "=")
 	field = strings.TrimSpace(field)
 	if !ok || strings.TrimSpace(col) == "" {
-		return fmt.Errorf("csvprovider: want FIELD=COLUMN, got %q", s)
+		return fmt.Errorf("want FIELD=COLUMN, got %q", s)
 	}
 	if !slices.Contains(Fields, field) {
-		return fmt.Errorf("csvprovider: unknown field %q (want one of %s)", field, strings.Join(Fields, ", "))
+		return fmt.Errorf("unknown field %q (want one of %s)", field, strings.Join(Fields, ", "))
 	}
 	cols := make(map[string]string, len(l.Columns)+1)
 	for k, v := range l.Columns {
@@ -178,6 +185,15 @@ func (l *Layout) ParseMap(s string) error {
 	}
 	cols[field] = col
 	l.Columns = cols
+	if _, ok := l.Alternates[field]; ok {
+		alt := make(map[string][]string, len(l.Alternates))
+		for k, v := range l.Alternates {
+			if k != field { // the user named the column: no other is tried
+				alt[k] = v
+			}
+		}
+		l.Alternates = alt
+	}
 	l.Optional = slices.DeleteFunc(slices.Clone(l.Optional), func(f string) bool { return f == field })
 	return nil
 }
@@ -192,7 +208,7 @@ func (l *Layout) ParseStatusMap(s string) error {
 		val, out, ok := strings.Cut(pair, "=")
 		val = strings.ToLower(strings.TrimSpace(val))
 		if !ok || val == "" {
-			return fmt.Errorf("csvprovider: status map: want VALUE=OUTCOME, got %q", pair)
+			return fmt.Errorf("want VALUE=OUTCOME, got %q", pair)
 		}
 		o, err := ParseOutcome(strings.TrimSpace(out))
 		if err != nil {
@@ -234,9 +250,18 @@ func (l *Layout) validate() error {
 		errs = append(errs, errors.New("a type filter needs a column for type"))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("csvprovider: layout %s: %w", l.name(), err)
+		return fmt.Errorf("layout %s: %w", l.name(), err)
 	}
 	return nil
+}
+
+// candidates are the headers field's column may have, in order.
+func (l *Layout) candidates(field string) []string {
+	var cs []string
+	if c := l.Columns[field]; c != "" {
+		cs = append(cs, c)
+	}
+	return append(cs, l.Alternates[field]...)
 }
 
 func (l *Layout) name() string {

@@ -2,6 +2,7 @@ package csvprovider_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -18,6 +19,15 @@ func mustPreset(t testing.TB, name string) csvprovider.Layout {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// skipped prints skipped rows as "reason rows [lines] unchecked|…".
+func skipped(gs []reconcile.SkippedRows) string {
+	var parts []string
+	for _, g := range gs {
+		parts = append(parts, fmt.Sprintf("%s %d %v %v", g.Reason, g.Rows, g.Lines, g.Unchecked))
+	}
+	return strings.Join(parts, "|")
 }
 
 func TestStripePreset(t *testing.T) {
@@ -48,9 +58,9 @@ func TestStripePreset(t *testing.T) {
 	if p.Len() != 9 {
 		t.Errorf("%d entries, want 9", p.Len())
 	}
-	want := map[string]int{"type payout": 1, "type stripe_fee": 1, "type adjustment": 1, "no key": 1}
-	if got := p.SkippedRows(); len(got) != len(want) || got["type payout"] != 1 || got["no key"] != 1 || got["type stripe_fee"] != 1 {
-		t.Errorf("SkippedRows = %v, want %v", got, want)
+	want := "no key 1 [11] false|type adjustment 1 [13] false|type payout 1 [14] false|type stripe_fee 1 [12] false"
+	if got := skipped(p.SkippedRows()); got != want {
+		t.Errorf("SkippedRows = %s, want %s", got, want)
 	}
 }
 
@@ -85,9 +95,9 @@ func TestAdyenPresetTimeZones(t *testing.T) {
 		"ambiguous zone": {"1,k:v1:x,2026-12-01 12:00:00,CST,Settled,EUR,,1.00", `time zone "CST"`},
 		"bad date":       {"1,k:v1:x,2026-12-01T12:00:00Z,CET,Settled,EUR,,1.00", "not a time in the form 2006-01-02 15:04:05"},
 		"too precise":    {"1,k:v1:x,2026-12-01 12:00:00,CET,Settled,JPY,,1.5", "more than 0 decimals"},
-		"bad currency":   {"1,k:v1:x,2026-12-01 12:00:00,CET,Settled,XYZ,,1.00", "not an ISO 4217 currency"},
-		"refund no ns":   {"1,order-7,2026-12-01 12:00:00,CET,Refunded,EUR,1.00,", `refund: key "order-7" is not of the form`},
-		"twice":          {"1,k:v1:x,2026-12-01 12:00:00,CET,Settled,EUR,,1.00\n2,k:v1:x,2026-12-01 12:00:00,CET,Settled,EUR,,1.00", "appears again"},
+		"bad currency":   {"1,k:v1:x,2026-12-01 12:00:00,CET,Settled,XYZ,,1.00", `line 2, column 6 (Gross Currency): "XYZ" is not an ISO 4217 currency`},
+		"bad amount":     {"1,k:v1:x,2026-12-01 12:00:00,CET,Settled,EUR,,1.0.0", `line 2, column 8 (Gross Credit (GC)): "1.0.0" is not a number`},
+		"bad debit":      {"1,k:v1:x,2026-12-01 12:00:00,CET,Refunded,EUR,1.005,", `line 2, column 7 (Gross Debit (GC)): "1.005" has more than 2 decimals (EUR has 2)`},
 	} {
 		_, err := csvprovider.ParseLayout(strings.NewReader(head+tc.row+"\n"), mustPreset(t, csvprovider.FormatAdyenSettlement))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -130,8 +140,8 @@ func TestMappedLayout(t *testing.T) {
 	if a, err := p.Lookup(ctx, "order-2"); err != nil || a.Status != reconcile.StatusFailed {
 		t.Errorf("voided = %+v, %v", a, err)
 	}
-	if got := p.SkippedRows(); got["status skip: pending"] != 1 || got["type fee"] != 1 || len(got) != 2 {
-		t.Errorf("SkippedRows = %v", got)
+	if got := skipped(p.SkippedRows()); got != "status skip: pending 1 [5] false|type fee 1 [6] false" {
+		t.Errorf("SkippedRows = %s", got)
 	}
 	for _, bad := range []string{"nokey", "colour=Farbe", "key="} {
 		if err := l.ParseMap(bad); err == nil {
@@ -146,7 +156,8 @@ func TestMappedLayout(t *testing.T) {
 	}
 	// The unmapped header is named, with the layout's expectation.
 	_, err = csvprovider.ParseLayout(strings.NewReader("key,amount\n"), mustPreset(t, csvprovider.FormatStripeBalance))
-	if err == nil || !strings.Contains(err.Error(), "header lacks idempotency_key (metadata), Currency, Created (UTC)") {
+	if err == nil || !strings.Contains(err.Error(), `line 1: the header has no column "idempotency_key (metadata)" or "payment_metadata[idempotency_key]" (for key)`) ||
+		!strings.Contains(err.Error(), `"Created (UTC)" or "created_utc" (for applied_at)`) {
 		t.Errorf("header error = %v", err)
 	}
 }
@@ -207,9 +218,9 @@ func FuzzParseLayout(f *testing.F) {
 				t.Fatalf("Lookup(%q) = %+v, %v", a.Key, got, err)
 			}
 		}
-		for reason, n := range p.SkippedRows() {
-			if reason == "" || n <= 0 {
-				t.Fatalf("skipped %d rows for reason %q", n, reason)
+		for _, g := range p.SkippedRows() {
+			if g.Reason == "" || g.Rows <= 0 || len(g.Lines) == 0 || len(g.Lines) > min(g.Rows, reconcile.MaxSkippedLines) {
+				t.Fatalf("skipped rows %+v", g)
 			}
 		}
 	})

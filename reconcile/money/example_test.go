@@ -21,5 +21,5 @@ func ExampleFormat_Parse() {
 	// 5000 JPY → 5000 <nil>
 	// 12.345 KWD → 12345 <nil>
 	// -5.00 EUR → -500 <nil>
-	// money: amount "12.505" has more than 2 decimals
+	// "12.505" has more than 2 decimals
 }

@@ -2,21 +2,24 @@
 // minor units, exactly: decimal strings are parsed digit by digit (never
 // through a float) and scaled by the currency's number of decimal digits.
 //
-// The digits come from golang.org/x/text/currency (the Unicode CLDR
-// currency data, maintained with the Go project), not from a list kept
-// here: JPY 0, EUR 2, KWD 3. CLDR follows ISO 4217 for nearly every
-// currency; where a provider counts differently (CLDR gives IQD and RSD no
-// decimals, ISO 4217 gives them 3 and 2), override the exponent with
-// [Exponents].
+// The digits come from the ISO 4217 table kept in this package (JPY 0,
+// EUR 2, KWD 3, CLF 4), checked in its tests against the list the standard's
+// maintenance agency publishes, with the codes of recent redenominations
+// (MRU, SLE, VES, ZWG) and the withdrawn codes providers still send (MRO,
+// SLL, VEF, HRK…). Where a provider counts a currency's digits differently
+// from ISO 4217 (Stripe's API gives ISK two decimals; Adyen's gives CLP
+// and ISK two, CVE and IDR none), say so with [Exponents]: amounts are
+// compared in the minor units the application sent the provider.
+//
+// [Display] prints minor units as money ("12.50 EUR"), for people.
 package money
 
 import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
-
-	"golang.org/x/text/currency"
 )
 
 // Unit says how amounts are written.
@@ -38,7 +41,7 @@ func ParseUnit(s string) (Unit, error) {
 	case "major":
 		return Major, nil
 	}
-	return 0, fmt.Errorf("money: unknown amount unit %q (want major or minor)", s)
+	return 0, fmt.Errorf("unknown amount unit %q (want major or minor)", s)
 }
 
 func (u Unit) String() string {
@@ -49,11 +52,11 @@ func (u Unit) String() string {
 }
 
 // ErrCurrency is returned (wrapped) for a code that is not an ISO 4217
-// currency.
-var ErrCurrency = errors.New("money: not an ISO 4217 currency")
+// currency, or one that has no minor units (gold, SDR, XXX).
+var ErrCurrency = errors.New("not an ISO 4217 currency")
 
 // Exponents overrides the number of decimal digits of some currencies
-// (upper-case codes); it is consulted before the CLDR table.
+// (upper-case codes); it is consulted before the ISO 4217 table.
 type Exponents map[string]int
 
 // Exponent returns the number of decimal digits of the ISO 4217 currency
@@ -62,15 +65,59 @@ func (x Exponents) Exponent(cur string) (int, error) {
 	if e, ok := x[cur]; ok {
 		return e, nil
 	}
-	if len(cur) != 3 || strings.ToUpper(cur) != cur {
-		return 0, fmt.Errorf("%w: %q", ErrCurrency, cur)
+	d, ok := digits(cur)
+	switch {
+	case !ok:
+		return 0, fmt.Errorf("%q: %w", cur, ErrCurrency)
+	case d < 0:
+		return 0, fmt.Errorf("%q has no minor units in ISO 4217 (a unit of account or a metal): %w", cur, ErrCurrency)
 	}
-	u, err := currency.ParseISO(cur)
+	return d, nil
+}
+
+// Known reports whether cur (upper case) is an ISO 4217 code in the table,
+// current or withdrawn.
+func Known(cur string) bool {
+	_, ok := digits(cur)
+	return ok
+}
+
+// Display prints an amount of minor units as money, for people: the major
+// amount and the currency ("12.50 EUR", "-5.00 EUR", "5000 JPY",
+// "12.345 KWD"). An amount without a currency, or in a code the ISO 4217
+// table does not know or gives no minor units, is printed as minor units
+// labelled so ("1250 (minor units)", "7 XAU (minor units)"): never a
+// number that could be read as a major amount.
+func Display(minor int64, cur string) string {
+	exp, err := Exponent(cur)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %q", ErrCurrency, cur)
+		if cur == "" {
+			return strconv.FormatInt(minor, 10) + " (minor units)"
+		}
+		return strconv.FormatInt(minor, 10) + " " + cur + " (minor units)"
 	}
-	scale, _ := currency.Standard.Rounding(u)
-	return scale, nil
+	return MajorString(minor, exp) + " " + cur
+}
+
+// MajorString writes minor units as a decimal major amount with exp fraction
+// digits: MajorString(-500, 2) is "-5.00", MajorString(5000, 0) is "5000".
+func MajorString(minor int64, exp int) string {
+	neg := minor < 0
+	u := uint64(minor)
+	if neg {
+		u = -u // also right for math.MinInt64
+	}
+	digits := strconv.FormatUint(u, 10)
+	if exp > 0 {
+		if len(digits) <= exp {
+			digits = strings.Repeat("0", exp-len(digits)+1) + digits
+		}
+		digits = digits[:len(digits)-exp] + "." + digits[len(digits)-exp:]
+	}
+	if neg {
+		return "-" + digits
+	}
+	return digits
 }
 
 // Exponent is [Exponents.Exponent] without overrides.
@@ -101,7 +148,7 @@ func (f Format) Parse(s string, exp int) (int64, error) {
 		dec = '.'
 	}
 	if exp < 0 || exp > 18 {
-		return 0, fmt.Errorf("money: exponent %d out of range", exp)
+		return 0, fmt.Errorf("exponent %d out of range", exp)
 	}
 	t := strings.TrimSpace(s)
 	neg := false
@@ -114,14 +161,14 @@ func (f Format) Parse(s string, exp int) (int64, error) {
 		intPart, frac, hasFrac = t[:i], t[i+1:], true
 	}
 	if hasFrac && f.Unit == Minor {
-		return 0, fmt.Errorf("money: amount %q has a fraction but amounts are in minor units", s)
+		return 0, fmt.Errorf("%q has a fraction but amounts are in minor units", s)
 	}
 	digits, err := f.integerDigits(intPart)
 	if err != nil || digits == "" || (hasFrac && frac == "") {
-		return 0, fmt.Errorf("money: amount %q is not a number", s)
+		return 0, fmt.Errorf("%q is not a number", s)
 	}
 	if !allDigits(frac) {
-		return 0, fmt.Errorf("money: amount %q is not a number", s)
+		return 0, fmt.Errorf("%q is not a number", s)
 	}
 	scale := 0
 	if f.Unit == Major {
@@ -129,7 +176,7 @@ func (f Format) Parse(s string, exp int) (int64, error) {
 	}
 	if len(frac) > scale {
 		if strings.Trim(frac[scale:], "0") != "" {
-			return 0, fmt.Errorf("money: amount %q has more than %d decimals", s, scale)
+			return 0, fmt.Errorf("%q has more than %d decimals", s, scale)
 		}
 		frac = frac[:scale]
 	}
@@ -138,7 +185,7 @@ func (f Format) Parse(s string, exp int) (int64, error) {
 	for _, c := range []byte(digits + frac) {
 		d := uint64(c - '0')
 		if n > (math.MaxInt64-d)/10 {
-			return 0, fmt.Errorf("money: amount %q is too large", s)
+			return 0, fmt.Errorf("%q is too large", s)
 		}
 		n = n*10 + d
 	}

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,6 +41,8 @@ func Run(t *testing.T, newStore NewStore) {
 		"RecoveryHook":              testRecoveryHook,
 		"RedriveOnlyWhenDeclared":   testRedriveOnlyWhenDeclared,
 		"StartStop":                 testStartStop,
+		"CrashWindowFromClaim":      testCrashWindowFromClaim,
+		"DuplicateKey":              testDuplicateKey,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -459,4 +462,76 @@ func testStartStop(t *testing.T, f *fixture) {
 	f.rec.Stop()
 	f.rec.Stop() // idempotent
 	wantState(t, f.get("a"), "succeeded", "reconciled")
+}
+
+// testCrashWindowFromClaim: the settlement window of a record left by a
+// crash counts from its claim (its attempt could start the effect only
+// while it held the lease), not from when the crash was noticed — by the
+// reconciler's first run, or by a reader that turned it unknown later.
+func testCrashWindowFromClaim(t *testing.T, f *fixture) {
+	start := f.clock.Now()
+	for _, key := range []string{"crash", "noticed"} {
+		in, _ := json.Marshal(idem.Intent{Operation: "charge", Amount: 900, Currency: "USD", ForwardKey: "fwd-" + key})
+		if _, err := f.st.Claim(f.ctx, idem.ClaimParams{Scope: "shop", Key: key, AttemptID: "dead-" + key,
+			Intent: in, Now: start, LeaseUntil: start.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 50 minutes later a retry of "noticed" finds the lease gone and the
+	// record becomes unknown then.
+	f.clock.Advance(50 * time.Minute)
+	if _, err := f.st.Finish(f.ctx, idem.FinishParams{Scope: "shop", Key: "noticed", Fence: 1, AttemptID: "dead-noticed",
+		State: idem.StateUnknown, CompletedAt: f.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	// The window (an hour) has passed since the claims, not since either
+	// was seen: the provider's silence now means "never applied".
+	f.clock.Advance(12 * time.Minute)
+	rep := f.run()
+	wantClass(t, rep, reconcile.ClassNotApplied, "crash", "noticed")
+	wantState(t, f.get("crash"), idem.StateFailed, idem.MarkReconciled)
+}
+
+// testDuplicateKey: a key the provider lists twice is a finding of its
+// own — for a succeeded record, an unknown one (decided, since the
+// provider applied it), a key with no local record, and one an earlier run
+// had reconciled — while every other key still reconciles.
+func testDuplicateKey(t *testing.T, f *fixture) {
+	now := f.clock.Now()
+	f.charge("a", 500, "EUR", ok)
+	f.charge("b", 700, "EUR", ok)
+	f.charge("c", 900, "EUR", unknown)
+	twice := func(key string, amount int64) {
+		first := reconcile.Applied{Key: key, Amount: amount, Currency: "EUR", Status: reconcile.StatusApplied, AppliedAt: now, Line: 2}
+		again := first
+		again.Line = 9
+		first.Repeats = []reconcile.Applied{again}
+		f.prov.put(first)
+	}
+	twice("fwd-a", 500)
+	f.prov.apply("fwd-b", 700, "EUR", now)
+	twice("fwd-c", 900)
+	twice("fwd-d", 300) // no local record
+	rep := f.run()
+	wantClass(t, rep, reconcile.ClassDuplicate, "a", "c", "fwd-d")
+	wantClass(t, rep, reconcile.ClassReconciled, "b")
+	if rep.Clean() {
+		t.Fatal("a report with a key the provider lists twice is clean")
+	}
+	for _, fd := range rep.Findings {
+		if fd.Class == reconcile.ClassDuplicate && (fd.Provider != 2*map[string]int64{"a": 500, "c": 900, "fwd-d": 300}[fd.Key] ||
+			!strings.Contains(fd.Detail, "2 times (lines 2, 9)")) {
+			t.Errorf("duplicate finding %+v: want the provider's two entries summed and their lines", fd)
+		}
+	}
+	wantState(t, f.get("a"), idem.StateSucceeded, idem.MarkDrift)
+	wantState(t, f.get("c"), idem.StateSucceeded, idem.MarkDrift)
+	// Reported again on the next run, until a person resolves it.
+	wantClass(t, f.run(), reconcile.ClassDuplicate, "a", "c", "fwd-d")
+	// b was reconciled (and is not asked about again); a later file lists
+	// it twice: the duplicate is still found.
+	twice("fwd-b", 700)
+	rep = f.run()
+	wantClass(t, rep, reconcile.ClassDuplicate, "a", "b", "c", "fwd-d")
+	wantState(t, f.get("b"), idem.StateSucceeded, idem.MarkDrift)
 }

@@ -6,12 +6,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/reconcile/money"
 )
 
 // row is a record as the list and the record page show it.
@@ -76,18 +76,11 @@ func toRow(r *idem.Record, now time.Time) row {
 	return w
 }
 
-// formatAmount shows minor units as the currency's major units for the
-// common two-decimal currencies, and raw minor units otherwise.
+// formatAmount shows minor units as money: the major amount by the
+// currency's ISO 4217 digits ("12.50 EUR", "5000 JPY", "1.250 KWD"), or
+// minor units labelled so when the currency is missing or unknown.
 func formatAmount(minor int64, currency string) string {
-	switch strings.ToUpper(currency) {
-	case "JPY", "KRW", "CLP", "VND", "ISK", "":
-		return strings.TrimSpace(strconv.FormatInt(minor, 10) + " " + currency)
-	}
-	sign := ""
-	if minor < 0 {
-		sign, minor = "-", -minor
-	}
-	return fmt.Sprintf("%s%d.%02d %s", sign, minor/100, minor%100, currency)
+	return money.Display(minor, strings.ToUpper(currency))
 }
 
 func sortPairs(p [][2]string) {
