@@ -31,6 +31,8 @@ const maxRounds = 64
 // vanishes between the INSERT and the read (released or swept), the claim
 // starts over.
 func (s *Store) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := s.usable(); err != nil {
 		return idem.ClaimResult{}, err
 	}

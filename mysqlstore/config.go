@@ -3,6 +3,7 @@ package mysqlstore
 import (
 	"fmt"
 	"regexp"
+	"time"
 )
 
 // DefaultTable is the records table used when Config.Table is empty.
@@ -29,10 +30,25 @@ type Config struct {
 	// negative value means no cap. [New] ignores it: the caller configures
 	// its own pool. Defaults to 32.
 	MaxOpenConns int
+	// CallTimeout bounds each store call — a claim, an outcome, a
+	// release, a heartbeat, a decision, a mark, a read, a page of List (one
+	// with a Limit), a batch of Sweep — from the moment it starts,
+	// whatever the caller's context says (an earlier deadline of the
+	// caller's still wins): a server that stops answering without closing
+	// the connection fails the call with a timeout, which the engine
+	// reports as store unavailable (503) before any effect runs. For a
+	// server-side bound as well, add max_statement_time=SECONDS (MariaDB)
+	// or max_execution_time=MILLISECONDS (MySQL, reads only) to the DSN:
+	// the driver sets them on every session. Negative: no bound. Defaults
+	// to 10s.
+	CallTimeout time.Duration
 }
 
 // DefaultMaxOpenConns is Config.MaxOpenConns's default.
 const DefaultMaxOpenConns = 32
+
+// DefaultCallTimeout is Config.CallTimeout's default.
+const DefaultCallTimeout = 10 * time.Second
 
 // withDefaults returns c with defaults filled in, or an error naming the
 // invalid field.
@@ -42,6 +58,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxOpenConns == 0 {
 		c.MaxOpenConns = DefaultMaxOpenConns
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = DefaultCallTimeout
 	}
 	if err := validateTable(c.Table); err != nil {
 		return c, err

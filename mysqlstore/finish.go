@@ -33,6 +33,8 @@ import (
 // conditioned on the fence, attempt and state it read, so a concurrent
 // change makes the UPDATE match nothing and the decision is taken again.
 func (s *Store) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
@@ -223,6 +225,8 @@ func finishAllowed(from, to idem.State) bool {
 // nothing, a read tells an absent record (success: a retry after a lost
 // answer) from one held by someone else (ErrFenced).
 func (s *Store) Release(ctx context.Context, p idem.ReleaseParams) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := s.usable(); err != nil {
 		return err
 	}
@@ -265,6 +269,8 @@ func releasable(r *idem.Record, p idem.ReleaseParams) bool {
 // reports 0, a read decides whether the lease already had this value (a
 // retried heartbeat: success) or the attempt lost the record (ErrFenced).
 func (s *Store) Heartbeat(ctx context.Context, p idem.HeartbeatParams) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := s.usable(); err != nil {
 		return err
 	}

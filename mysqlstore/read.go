@@ -71,6 +71,8 @@ func (s *Store) write(ctx context.Context, op, query string, args ...any) (done 
 // Get implements [idem.Store.Get]. Inside a transaction it is a plain
 // (snapshot) read.
 func (s *Store) Get(ctx context.Context, scope, key string) (*idem.Record, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
@@ -87,6 +89,11 @@ func (s *Store) Get(ctx context.Context, scope, key string) (*idem.Record, error
 // List implements [idem.Store.List]. It orders by (created_at, scope, key),
 // the order of the cursor, so pages never skip or repeat a record.
 func (s *Store) List(ctx context.Context, f idem.ListFilter) ([]idem.Record, error) {
+	if f.Limit > 0 { // a page; an unbounded listing takes what it takes
+		var cancel context.CancelFunc
+		ctx, cancel = s.bound(ctx)
+		defer cancel()
+	}
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
@@ -151,6 +158,8 @@ func (s *Store) listQuery(f idem.ListFilter) (string, []any) {
 // in_progress, expires_at NULL) is never removed. A Limit of 0 or less means
 // no limit.
 func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := s.usable(); err != nil {
 		return 0, err
 	}

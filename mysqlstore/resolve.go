@@ -15,6 +15,8 @@ import (
 // and writes conditioned on the fence and state it read. With p.Release it
 // deletes the record and returns a nil record.
 func (s *Store) Resolve(ctx context.Context, p idem.ResolveParams) (*idem.Record, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
@@ -86,6 +88,8 @@ func resolved(r idem.Record, p idem.ResolveParams) idem.Record {
 
 // SetMark implements [idem.Store.SetMark].
 func (s *Store) SetMark(ctx context.Context, scope, key string, fence int64, mark idem.Mark) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := s.usable(); err != nil {
 		return err
 	}

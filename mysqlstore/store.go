@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -20,16 +21,26 @@ type querier = sqlcodec.Querier
 // Store is an [idem.Store] backed by a MySQL or MariaDB table. It is safe
 // for concurrent use. Use [Open] or [New] to create one.
 type Store struct {
-	db      *sql.DB
-	q       querier // db, or the caller's transaction
-	tx      *sql.Tx // non-nil for a store returned by WithTx
-	table   string
-	sql     statements
-	owned   bool          // Close closes db (Open made it)
-	multi   bool          // the pool allows several statements per query
-	mix     *claimmix.Mix // shared with the WithTx views of this store
-	migrate bool          // Open applies migrations
-	closed  *atomic.Bool  // shared with the WithTx views of this store
+	db          *sql.DB
+	q           querier // db, or the caller's transaction
+	tx          *sql.Tx // non-nil for a store returned by WithTx
+	table       string
+	sql         statements
+	owned       bool          // Close closes db (Open made it)
+	multi       bool          // the pool allows several statements per query
+	mix         *claimmix.Mix // shared with the WithTx views of this store
+	migrate     bool          // Open applies migrations
+	closed      *atomic.Bool  // shared with the WithTx views of this store
+	callTimeout time.Duration // Config.CallTimeout; <= 0: none
+}
+
+// bound bounds one store call by Config.CallTimeout (see there); the
+// caller's earlier deadline still wins. cancel must be called.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.callTimeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.callTimeout)
 }
 
 var _ idem.Store = (*Store)(nil)
@@ -120,7 +131,7 @@ func newStore(db *sql.DB, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	return &Store{db: db, q: db, table: cfg.Table, sql: buildStatements(cfg.Table), migrate: cfg.Migrate,
-		closed: new(atomic.Bool), mix: new(claimmix.Mix)}, nil
+		closed: new(atomic.Bool), mix: new(claimmix.Mix), callTimeout: cfg.CallTimeout}, nil
 }
 
 // start checks the connection and applies migrations if configured.

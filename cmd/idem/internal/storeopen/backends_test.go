@@ -428,6 +428,8 @@ func TestPostgresReplicatedClaims(t *testing.T) {
 		"postgres://u@h/db?replicated_claims=remote_write":                            {ReplicatedClaims: "remote_write"},
 		"postgres://u@a:1,b:2/db?target_session_attrs=read-write&replicated_claims=1": {ReplicatedClaims: "on"},
 		"postgres://u@h/db?replicated_claims=on&replicated_claims_timeout=250ms":      {ReplicatedClaims: "on", ReplicatedClaimTimeout: 250 * time.Millisecond},
+		"postgres://u@h/db?call_timeout=3s":                                           {CallTimeout: 3 * time.Second},
+		"postgres://u@h/db?call_timeout=off":                                          {CallTimeout: -1},
 	} {
 		if _, err := Parse(in); err != nil {
 			t.Errorf("Parse(%q): %v", in, err)
@@ -450,6 +452,8 @@ func TestPostgresReplicatedClaims(t *testing.T) {
 		"postgres://u@h/db?replicated_claims=on&replicated_claims_timeout=5":   "replicated_claims_timeout",
 		"postgres://u@h/db?replicated_claims=on&replicated_claims_timeout=-1s": "replicated_claims_timeout",
 		"postgres://u@h/db?replicated_claims_timeout=1s":                       "replicated_claims_timeout",
+		"postgres://u@h/db?call_timeout=0":                                     "call_timeout",
+		"postgres://u@h/db?call_timeout=soon":                                  "call_timeout",
 	} {
 		if _, err := Parse(in); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("Parse(%q) = %v, want an error naming %s", in, err, name)

@@ -26,14 +26,16 @@ import (
 // closed (503) when they do not confirm it in time. A multi-host DSN with
 // target_session_attrs=read-write
 // (postgres://u@a:5432,b:5432/db?target_session_attrs=read-write) follows
-// a failover to the promoted standby without a restart.
+// a failover to the promoted standby without a restart. call_timeout=DUR
+// (10s; off for none) bounds every store call and is the sessions'
+// statement_timeout (pgstore.Config.CallTimeout).
 
 // parsePostgres removes idem's parameters from raw and returns the DSN for
 // pgx and the store configuration. A query that does not parse is an
 // error: dropping it would silently lose schema= (and print or migrate
 // "public" instead).
 func parsePostgres(raw string) (dsn string, cfg pgstore.Config, err error) {
-	dsn, q, err := splitParams(raw, append([]string{"schema", "notify", "batch_finish", "replicated_claims", "replicated_claims_timeout"}, batchKeys...))
+	dsn, q, err := splitParams(raw, append([]string{"schema", "notify", "batch_finish", "replicated_claims", "replicated_claims_timeout", "call_timeout"}, batchKeys...))
 	if err != nil {
 		return "", cfg, err
 	}
@@ -69,6 +71,17 @@ func parsePostgres(raw string) (dsn string, cfg pgstore.Config, err error) {
 	}
 	if err := parseReplicated(q, &cfg); err != nil {
 		return "", cfg, err
+	}
+	if v, ok := q["call_timeout"]; ok {
+		d, err := time.ParseDuration(v[0])
+		switch {
+		case v[0] == "off":
+			cfg.CallTimeout = -1
+		case err != nil || d <= 0:
+			return "", cfg, fmt.Errorf("call_timeout=%q is not a positive duration such as 10s, or off", v[0])
+		default:
+			cfg.CallTimeout = d
+		}
 	}
 	return dsn, cfg, nil
 }
