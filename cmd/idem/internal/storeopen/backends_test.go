@@ -437,9 +437,9 @@ func TestPostgresReplicatedClaims(t *testing.T) {
 		}
 		dsn, cfg, err := parsePostgres(in)
 		if err != nil || cfg.ReplicatedClaims != want.ReplicatedClaims || cfg.ReplicatedClaimTimeout != want.ReplicatedClaimTimeout ||
-			strings.Contains(dsn, "replicated") {
-			t.Errorf("%s: pgx DSN %q, %q %s, %v; want %q %s", in, dsn, cfg.ReplicatedClaims, cfg.ReplicatedClaimTimeout, err,
-				want.ReplicatedClaims, want.ReplicatedClaimTimeout)
+			cfg.CallTimeout != want.CallTimeout || strings.Contains(dsn, "replicated") || strings.Contains(dsn, "call_timeout") {
+			t.Errorf("%s: pgx DSN %q, %q %s %s, %v; want %q %s %s", in, dsn, cfg.ReplicatedClaims, cfg.ReplicatedClaimTimeout, cfg.CallTimeout, err,
+				want.ReplicatedClaims, want.ReplicatedClaimTimeout, want.CallTimeout)
 		}
 	}
 	if dsn, _, _ := parsePostgres("postgres://u@a:1,b:2/db?target_session_attrs=read-write&replicated_claims=on"); dsn != "postgres://u@a:1,b:2/db?target_session_attrs=read-write" {
