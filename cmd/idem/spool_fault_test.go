@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -99,4 +101,74 @@ func TestSpoolOfAnotherStoreRefused(t *testing.T) {
 		}
 	}
 	_ = p
+}
+
+// TestPausedPostgresAnswers503: the PostgreSQL server stops answering
+// without closing the connection (its link, through a relay the test
+// controls, stalls: a paused server or a silent partition). A request
+// gets 503 "not run" within about call_timeout instead of hanging for as
+// long as TCP keeps the connection, the upstream sees nothing, and once
+// the server answers the retry runs the effect once.
+func TestPausedPostgresAnswers503(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Postgres.Need(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := fmt.Sprintf("idem_paused_%d", time.Now().UnixNano())
+	t.Cleanup(func() { pgExec(t, dsn, "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+	relay := testenv.StartRelay(t, u.Host)
+	u.Host = relay.Addr()
+	q := u.Query()
+	q.Set("schema", schema)
+	q.Set("call_timeout", "1s")
+	q.Set("notify", "false")
+	u.RawQuery = q.Encode()
+	var effects atomic.Int64
+	up := newTestUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		effects.Add(1)
+		w.WriteHeader(http.StatusCreated)
+	})
+	p := startProxy(t, "--global-scope", "--upstream", up.URL, "--store", u.String(), "--spool", filepath.Join(t.TempDir(), "spool"),
+		"--finish-timeout", "1s", "--in-flight", "reject")
+	if r := send(t, "POST", p.url("/charges"), `"warm"`, `{"amount":1}`); r.status != http.StatusCreated {
+		t.Fatalf("warm-up: %d %s", r.status, r.body)
+	}
+	effects.Store(0)
+	relay.Stall()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", p.url("/charges"), strings.NewReader(`{"amount":5}`))
+	req.Header.Set("Idempotency-Key", `"paused-pg"`)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("a request while PostgreSQL does not answer: no answer after %s (%v); want 503 within a few seconds", time.Since(start), err)
+	}
+	res.Body.Close()
+	r := resp{status: res.StatusCode}
+	if el := time.Since(start); r.status != http.StatusServiceUnavailable || el > 8*time.Second {
+		t.Fatalf("a request while PostgreSQL does not answer: %d after %s, want 503 within a few seconds\n%s", r.status, el, r.body)
+	}
+	if n := effects.Load(); n != 0 {
+		t.Fatalf("the upstream ran %d effects while the store did not answer", n)
+	}
+	relay.Resume()
+	relay.Cut()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r = send(t, "POST", p.url("/charges"), `"paused-pg"`, `{"amount":5}`)
+		if r.status == http.StatusCreated {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("retry after the store answers: %d %s\n%s", r.status, r.body, p.logs())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if n := effects.Load(); n != 1 {
+		t.Fatalf("the upstream ran %d effects, want 1", n)
+	}
 }
