@@ -409,29 +409,35 @@ func tail(s string, n int) string {
 }
 
 // baseline runs the mutations' tests on the unmutated copy: each distinct
-// set of packages once, with the union of its run patterns (patterns with
-// subtests, which cannot be joined, on their own).
+// set of packages once per shape of run pattern, the patterns joined: a
+// pattern of one level with the others of one level, a pattern of
+// subtests with those whose levels but the last are the same, their last
+// levels joined.
 func baseline(ctx context.Context, cfg Config, scratch string, muts []Mutation) error {
 	type group struct {
 		pkgs    []string
 		env     []string
-		runs    []string
+		prefix  []string // the levels before the joined one
+		lasts   []string // the joined level's alternatives
 		timeout time.Duration
 		all     bool // a mutation runs every test of the packages
 	}
 	var order []string
 	groups := map[string]*group{}
-	add := func(key string, m Mutation, run string) {
+	for _, m := range muts {
+		levels := splitRun(m.Run)
+		prefix, last := levels[:len(levels)-1], levels[len(levels)-1]
+		key := strings.Join(m.Packages, " ") + "\x00" + strings.Join(m.Env, " ") + "\x00" + strings.Join(prefix, "/")
 		g := groups[key]
 		if g == nil {
-			g = &group{pkgs: m.Packages, env: m.Env}
+			g = &group{pkgs: m.Packages, env: m.Env, prefix: prefix}
 			groups[key] = g
 			order = append(order, key)
 		}
-		if run == "" {
+		if m.Run == "" {
 			g.all = true
-		} else if !containsString(g.runs, run) {
-			g.runs = append(g.runs, run)
+		} else if !containsString(g.lasts, last) {
+			g.lasts = append(g.lasts, last)
 		}
 		t := m.Timeout
 		if t <= 0 {
@@ -439,31 +445,24 @@ func baseline(ctx context.Context, cfg Config, scratch string, muts []Mutation) 
 		}
 		g.timeout = max(g.timeout, t)
 	}
-	for _, m := range muts {
-		key := strings.Join(m.Packages, " ") + "\x00" + strings.Join(m.Env, " ")
-		if strings.Contains(m.Run, "/") {
-			add(key+"\x00"+m.Run, m, m.Run)
-		} else {
-			add(key, m, m.Run)
-		}
-	}
 	for i, key := range order {
 		g := groups[key]
 		run := ""
 		if !g.all {
-			parts := make([]string, len(g.runs))
-			for j, r := range g.runs {
-				parts[j] = "(?:" + r + ")"
+			last := g.lasts[0]
+			if len(g.lasts) > 1 {
+				parts := make([]string, len(g.lasts))
+				for j, r := range g.lasts {
+					parts[j] = "(?:" + r + ")"
+				}
+				last = strings.Join(parts, "|")
 			}
-			run = strings.Join(parts, "|")
-			if len(g.runs) == 1 {
-				run = g.runs[0]
-			}
+			run = strings.Join(append(append([]string(nil), g.prefix...), last), "/")
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		fmt.Fprintf(cfg.Progress, "baseline [%d/%d] %s ... ", i+1, len(order), strings.Join(g.pkgs, " "))
+		fmt.Fprintf(cfg.Progress, "baseline [%d/%d] %s -run '%s' ... ", i+1, len(order), strings.Join(g.pkgs, " "), run)
 		tr := goTest(ctx, cfg, scratch, g.pkgs, run, g.timeout, g.env)
 		var r Result
 		classify(&r, tr, g.timeout)
@@ -473,6 +472,29 @@ func baseline(ctx context.Context, cfg Config, scratch string, muts []Mutation) 
 		}
 	}
 	return nil
+}
+
+// splitRun splits a -run pattern into its levels at the slashes outside
+// brackets and parentheses, as the testing package does.
+func splitRun(run string) []string {
+	var levels []string
+	depth, start := 0, 0
+	for i := 0; i < len(run); i++ {
+		switch run[i] {
+		case '[', '(':
+			depth++
+		case ']', ')':
+			depth--
+		case '\\':
+			i++
+		case '/':
+			if depth == 0 {
+				levels = append(levels, run[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(levels, run[start:])
 }
 
 func containsString(list []string, s string) bool {
