@@ -104,6 +104,7 @@ func runContract(t *testing.T, h Harness) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			Deadline(t, h.deadline())
 			tc.fn(t, newCx(t, h))
 		})
 	}
