@@ -313,3 +313,71 @@ func TestLostClaimWriteBackLeavesANewClaimAlone(t *testing.T) {
 		t.Fatalf("record = %+v, %v; want the retry's claim, in progress, untouched", rec, err)
 	}
 }
+
+// agingStore is the waiter's view of a store shared with a holder: its
+// first read of the record in progress is signalled (the waiter's watch
+// is up), and a read that finds the outcome recorded moves the shared
+// clock past the outcome's expiry before answering, so that the waiter
+// decides on an outcome that has expired since.
+type agingStore struct {
+	*memstore.Store
+	clock    *storetest.Clock
+	watching chan struct{}
+	once     atomic.Bool
+}
+
+func (s *agingStore) Get(ctx context.Context, scope, key string) (*idem.Record, error) {
+	rec, err := s.Store.Get(ctx, scope, key)
+	switch {
+	case err == nil && rec.State == idem.StateInProgress && s.once.CompareAndSwap(false, true):
+		close(s.watching)
+	case err == nil && rec.State.Terminal():
+		s.clock.Advance(2 * time.Hour)
+	}
+	return rec, err
+}
+
+// TestWaiterDoesNotReplayAnExpiredOutcome: a duplicate waits for the
+// attempt in flight; when it learns the outcome, that outcome has passed
+// its retention. An expired outcome is not replayed (past the TTL a key is
+// a new intent): the waiter claims the key and runs its own request.
+func TestWaiterDoesNotReplayAnExpiredOutcome(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := storetest.NewClock()
+	mem := memstore.New()
+	cfg := idem.Config{Clock: clock.Now, TTL: time.Hour, Lease: 10 * time.Hour, ReplayCache: idem.ReplayCacheConfig{MaxBytes: -1}}
+	holder := newEngine(t, mem, cfg)
+	st := &agingStore{Store: mem, clock: clock, watching: make(chan struct{})}
+	waiter := newEngine(t, st, cfg)
+	req := idem.Request{Key: "k", Fingerprint: idem.NewFingerprint([]byte("charge 100")), Policy: idem.Policy{InFlight: idem.InFlightWait, Wait: time.Minute}}
+	started, release := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		_, err := holder.DoBytes(ctx, req, func(context.Context, *idem.Attempt) ([]byte, error) {
+			close(started)
+			<-release
+			return []byte("first"), nil
+		})
+		held <- err
+	}()
+	<-started
+	type answer struct {
+		res idem.Result
+		err error
+	}
+	waited := make(chan answer, 1)
+	go func() {
+		res, err := waiter.DoBytes(ctx, req, ok("second"))
+		waited <- answer{res, err}
+	}()
+	<-st.watching
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	a := <-waited
+	if a.err != nil || a.res.Replayed || string(a.res.Value) != "second" {
+		t.Fatalf("waiter = %+v, %v; want its own request run (the outcome it waited for had expired), not a replay", a.res, a.err)
+	}
+}
