@@ -381,3 +381,22 @@ func TestWaiterDoesNotReplayAnExpiredOutcome(t *testing.T) {
 		t.Fatalf("waiter = %+v, %v; want its own request run (the outcome it waited for had expired), not a replay", a.res, a.err)
 	}
 }
+
+// TestRawFingerprintCoversMethodAndRoute: a body that is not JSON is
+// hashed with the request's method and route, so the same bytes sent to
+// another route, or with another method, are another request (a mismatch
+// under one key), never a replay of the first.
+func TestRawFingerprintCoversMethodAndRoute(t *testing.T) {
+	t.Parallel()
+	body := []byte("amount=5000&currency=EUR")
+	base, _, err := idem.FingerprintBody("POST", "/v1/charges", body, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range [][2]string{{"POST", "/v1/refunds"}, {"PUT", "/v1/charges"}} {
+		f, _, err := idem.FingerprintBody(r[0], r[1], body, false)
+		if err != nil || f == base {
+			t.Errorf("%s %s with the same raw body: fingerprint %s, %v; want one of its own", r[0], r[1], f, err)
+		}
+	}
+}
