@@ -18,19 +18,20 @@ import (
 type txFixture struct {
 	st  *sqlitestore.Store
 	eng *idem.Engine
-	// ctx bounds each delivery: a claim that waits on the caller's own
-	// transaction (the one writer connection) fails the test at its
-	// deadline instead of hanging it.
+	// ctx bounds the test's deliveries (txDeadline): a claim that waits
+	// on the caller's own transaction (the one writer connection) fails
+	// the test at its deadline instead of hanging it.
 	ctx context.Context
 }
 
-// txDeadline bounds each consumer test: a store call that blocks fails
-// the test binary (storetest.Deadline), and each delivery's context ends.
-const txDeadline = 30 * time.Second
+// txDeadline bounds the deliveries of each consumer test (their context
+// ends); a store call that ignores its context fails the test binary
+// after a minute (storetest.Deadline).
+const txDeadline = 10 * time.Second
 
 func newTxFixture(t *testing.T) *txFixture {
 	t.Helper()
-	storetest.Deadline(t, 2*txDeadline)
+	storetest.Deadline(t, time.Minute)
 	ctx := context.Background()
 	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "idem.db"), sqlitestore.Config{Migrate: true})
 	if err != nil {

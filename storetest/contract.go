@@ -305,6 +305,13 @@ func contractFinishRetry(t *testing.T, c *cx) {
 	if err != nil || got.State != idem.StateSucceeded {
 		t.Fatalf("retried identical finish = %+v, %v", got, err)
 	}
+	// Only an identical write is a retry: the same state with another
+	// result is refused, and the record keeps the first.
+	_, err = c.finish(r, idem.StateSucceeded, "other", time.Hour)
+	mustFenced(t, "finish with the same state and another result", err)
+	if got := c.get("s", "k"); string(got.Result) != "ok" {
+		t.Fatalf("after a refused finish the record holds %q, want %q", got.Result, "ok")
+	}
 	// Marking unknown keeps the fence; the holder's late truth is accepted.
 	u := c.claim("s", "late", "b1").Record
 	ur, err := c.finish(u, idem.StateUnknown, "", 0)
