@@ -86,6 +86,8 @@ type Config struct {
 	// Progress receives a line per mutation as it is run. Defaults to
 	// discarding.
 	Progress io.Writer
+
+	module string // the root's module path, to name packages by
 }
 
 func (c *Config) fill() {
@@ -104,6 +106,21 @@ func (c *Config) fill() {
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
+	c.module = modulePath(c.Root)
+}
+
+// modulePath is the module path of the go.mod at root, or "".
+func modulePath(root string) string {
+	b, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" {
+			return strings.Trim(f[1], `"`)
+		}
+	}
+	return ""
 }
 
 // ErrBaseline is matched (errors.Is) by Run's error when the tests fail
@@ -231,6 +248,7 @@ type testRun struct {
 	exitErr  error
 	deadline bool // stopped by the allowance's deadline
 	duration time.Duration
+	module   string // the root's module path
 }
 
 type testEvent struct {
@@ -261,7 +279,7 @@ func goTest(ctx context.Context, cfg Config, dir string, pkgs []string, run stri
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
 	err := cmd.Run()
-	tr := testRun{stderr: stderr.String(), exitErr: err, duration: time.Since(start)}
+	tr := testRun{stderr: stderr.String(), exitErr: err, duration: time.Since(start), module: cfg.module}
 	tr.deadline = errors.Is(cctx.Err(), context.DeadlineExceeded)
 	dec := json.NewDecoder(&stdout)
 	for {
@@ -315,7 +333,7 @@ func classify(res *Result, tr testRun, timeout time.Duration) {
 			}
 		case "fail":
 			if ev.Test != "" {
-				failed = append(failed, shortPkg(ev.Package)+"."+ev.Test)
+				failed = append(failed, shortPkg(ev.Package, tr.module)+"."+ev.Test)
 			} else {
 				pkgFail = true
 			}
@@ -374,12 +392,18 @@ func summarize(tests []string) string {
 	return strings.Join(tests[:3], ", ") + fmt.Sprintf(" and %d more", len(tests)-3)
 }
 
-// shortPkg is a package path's last element, or "." for none.
-func shortPkg(p string) string {
-	if p == "" {
+// shortPkg names a package for a report: by its path inside the root's
+// module (the root package by the module's last element), or whole.
+func shortPkg(p, module string) string {
+	switch {
+	case p == "":
 		return "."
+	case module != "" && p == module:
+		return module[strings.LastIndex(module, "/")+1:]
+	case module != "" && strings.HasPrefix(p, module+"/"):
+		return p[len(module)+1:]
 	}
-	return p[strings.LastIndex(p, "/")+1:]
+	return p
 }
 
 func firstPanic(s string) string {
