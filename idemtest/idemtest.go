@@ -20,6 +20,10 @@
 // the same for an operation run by an [idem.Engine].
 //
 // The package depends only on the standard library and idem's own packages.
+//
+// Package [github.com/idemkit/idem/idemtest/mutation] checks the checks: it
+// removes the guards of your handler one at a time, from a list you keep,
+// and fails unless a test (these checks, or your own) notices each.
 package idemtest
 
 import (

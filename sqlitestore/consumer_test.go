@@ -7,19 +7,31 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/consumer"
 	"github.com/idemkit/idem/sqlitestore"
+	"github.com/idemkit/idem/storetest"
 )
 
 type txFixture struct {
 	st  *sqlitestore.Store
 	eng *idem.Engine
+	// ctx bounds the test's deliveries (txDeadline): a claim that waits
+	// on the caller's own transaction (the one writer connection) fails
+	// the test at its deadline instead of hanging it.
+	ctx context.Context
 }
+
+// txDeadline bounds the deliveries of each consumer test (their context
+// ends); a store call that ignores its context fails the test binary
+// after a minute (storetest.Deadline).
+const txDeadline = 10 * time.Second
 
 func newTxFixture(t *testing.T) *txFixture {
 	t.Helper()
+	storetest.Deadline(t, time.Minute)
 	ctx := context.Background()
 	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "idem.db"), sqlitestore.Config{Migrate: true})
 	if err != nil {
@@ -33,7 +45,9 @@ func newTxFixture(t *testing.T) *txFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close(); st.Close() })
-	return &txFixture{st: st, eng: e}
+	dctx, cancel := context.WithTimeout(context.Background(), txDeadline)
+	t.Cleanup(cancel)
+	return &txFixture{st: st, eng: e, ctx: dctx}
 }
 
 func (f *txFixture) processor(t *testing.T, after func(m *consumer.Message) error) *consumer.Processor {
@@ -66,7 +80,7 @@ func TestConsumerTxSuccessCommitsEffectAndRecordTogether(t *testing.T) {
 	f := newTxFixture(t)
 	p := f.processor(t, func(*consumer.Message) error { return nil })
 	for i := 1; i <= 3; i++ {
-		if d := p.Process(context.Background(), msg("m1", "x", i)); d.Action != consumer.ActionAck {
+		if d := p.Process(f.ctx, msg("m1", "x", i)); d.Action != consumer.ActionAck {
 			t.Fatalf("delivery %d: %+v", i, d)
 		}
 	}
@@ -84,7 +98,7 @@ func TestConsumerTxFailureRollsBackEffectAndRecordsFailure(t *testing.T) {
 	var runs atomic.Int32
 	p := f.processor(t, func(*consumer.Message) error { runs.Add(1); return errors.New("no such account") })
 	for i := 1; i <= 2; i++ {
-		d := p.Process(context.Background(), msg("m1", "x", i))
+		d := p.Process(f.ctx, msg("m1", "x", i))
 		if d.Action != consumer.ActionDeadLetter || d.Reason != consumer.ReasonFailed {
 			t.Fatalf("delivery %d: %+v", i, d)
 		}
@@ -117,14 +131,14 @@ func TestConsumerTxRollbackIsRetriedThenGivenUp(t *testing.T) {
 				return err
 			})
 			for i := 1; i <= 2; i++ {
-				if d := p.Process(context.Background(), msg("m1", "x", i)); d.Action != consumer.ActionRetry {
+				if d := p.Process(f.ctx, msg("m1", "x", i)); d.Action != consumer.ActionRetry {
 					t.Fatalf("delivery %d: %+v", i, d)
 				}
 				if _, gerr := f.st.Get(context.Background(), "orders/billing", "m1"); !errors.Is(gerr, idem.ErrNotFound) {
 					t.Fatalf("delivery %d left a record: %v", i, gerr)
 				}
 			}
-			d := p.Process(context.Background(), msg("m1", "x", 3))
+			d := p.Process(f.ctx, msg("m1", "x", 3))
 			if d.Action != consumer.ActionDeadLetter || d.Reason != consumer.ReasonFailed {
 				t.Fatalf("last delivery: %+v", d)
 			}

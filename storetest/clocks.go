@@ -25,6 +25,7 @@ const (
 // on the store's time and agree; stores without one are local to one host
 // and skip.
 func runClocks(t *testing.T, h Harness) {
+	Deadline(t, h.deadline())
 	st := h.open(t)
 	if _, ok := st.(idem.StoreClock); !ok {
 		t.Skip("store has no clock: it is local to one host's clock")

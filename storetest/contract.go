@@ -104,6 +104,7 @@ func runContract(t *testing.T, h Harness) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			Deadline(t, h.deadline())
 			tc.fn(t, newCx(t, h))
 		})
 	}
@@ -173,6 +174,22 @@ func contractClaimLostAnswer(t *testing.T, c *cx) {
 	again := c.claim("s", "k", "a1") // the first answer was lost; same attempt retries
 	if !again.Claimed || again.Record.Fence != 1 {
 		t.Fatalf("retried claim by the same attempt: %+v, want Claimed with fence 1", again)
+	}
+	// Only an in-progress record is the attempt's to proceed on: once its
+	// outcome is recorded, or it went unknown, a claim with its attempt id
+	// gets the record, never the key (the effect would run again).
+	if _, err := c.finish(again.Record, idem.StateSucceeded, "done", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if late := c.claim("s", "k", "a1"); late.Claimed || late.Record.State != idem.StateSucceeded {
+		t.Fatalf("claim by the attempt that recorded the outcome: %+v, want the recorded outcome, not Claimed", late)
+	}
+	u := c.claim("s", "u", "b1")
+	if _, err := c.finish(u.Record, idem.StateUnknown, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	if late := c.claim("s", "u", "b1"); late.Claimed || late.Record.State != idem.StateUnknown {
+		t.Fatalf("claim by the attempt whose record went unknown: %+v, want the unknown record, not Claimed", late)
 	}
 }
 
@@ -288,6 +305,13 @@ func contractFinishRetry(t *testing.T, c *cx) {
 	if err != nil || got.State != idem.StateSucceeded {
 		t.Fatalf("retried identical finish = %+v, %v", got, err)
 	}
+	// Only an identical write is a retry: the same state with another
+	// result is refused, and the record keeps the first.
+	_, err = c.finish(r, idem.StateSucceeded, "other", time.Hour)
+	mustFenced(t, "finish with the same state and another result", err)
+	if got := c.get("s", "k"); string(got.Result) != "ok" {
+		t.Fatalf("after a refused finish the record holds %q, want %q", got.Result, "ok")
+	}
 	// Marking unknown keeps the fence; the holder's late truth is accepted.
 	u := c.claim("s", "late", "b1").Record
 	ur, err := c.finish(u, idem.StateUnknown, "", 0)
@@ -336,6 +360,16 @@ func contractRelease(t *testing.T, c *cx) {
 	}
 	if err := c.s.Release(c.ctx, idem.ReleaseParams{Scope: "s", Key: "u", Fence: u.Fence, AttemptID: u.AttemptID}); err != nil {
 		t.Fatalf("release after unknown: %v", err)
+	}
+	// A recorded outcome is never released, not even by the attempt that
+	// recorded it: its replays would be lost and the effect run again.
+	d := c.claim("s", "d", "c1").Record
+	if _, err := c.finish(d, idem.StateSucceeded, "done", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	mustFenced(t, "release of a recorded outcome by its own attempt", c.s.Release(c.ctx, idem.ReleaseParams{Scope: "s", Key: "d", Fence: d.Fence, AttemptID: d.AttemptID}))
+	if got := c.get("s", "d"); got.State != idem.StateSucceeded || string(got.Result) != "done" {
+		t.Fatalf("after a refused release the record is %+v, want the recorded outcome", got)
 	}
 }
 

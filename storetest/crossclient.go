@@ -20,6 +20,7 @@ func runCrossClient(t *testing.T, h Harness) {
 		t.Skip("storetest: Harness.NewPeer not set: this store has no second instance to race")
 	}
 	t.Run("RaceTwoInstances", func(t *testing.T) {
+		Deadline(t, h.deadline())
 		a := h.open(t)
 		b := h.NewPeer(t, a)
 		t.Cleanup(func() { _ = b.Close() })
@@ -30,6 +31,7 @@ func runCrossClient(t *testing.T, h Harness) {
 		}
 	})
 	t.Run("WaiterWokenAcrossInstances", func(t *testing.T) {
+		Deadline(t, h.deadline())
 		a := h.open(t)
 		b := h.NewPeer(t, a)
 		t.Cleanup(func() { _ = b.Close() })

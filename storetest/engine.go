@@ -96,6 +96,7 @@ func runEngine(t *testing.T, h Harness) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			Deadline(t, h.deadline())
 			tc.fn(t, newEx(t, h))
 		})
 	}

@@ -29,6 +29,10 @@ type Harness struct {
 	// race two engines through the pair and check that a waiter in one is
 	// woken by the other with a bounded number of store reads.
 	NewPeer func(t *testing.T, st idem.Store) idem.Store
+	// Deadline bounds each test of the suite (see [Deadline]): a store
+	// that blocks fails the run with every goroutine's stack instead of
+	// hanging it. Defaults to DefaultDeadline (2m).
+	Deadline time.Duration
 }
 
 // Run runs the whole conformance suite.

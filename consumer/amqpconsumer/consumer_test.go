@@ -20,6 +20,7 @@ import (
 	"github.com/idemkit/idem/consumer/amqpconsumer"
 	"github.com/idemkit/idem/internal/testenv"
 	"github.com/idemkit/idem/memstore"
+	"github.com/idemkit/idem/storetest"
 )
 
 type syncBuf struct {
@@ -51,6 +52,9 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
+	// A consumer or store that blocks fails the test binary with every
+	// goroutine's stack, instead of hanging until go test's timeout.
+	storetest.Deadline(t, 2*time.Minute)
 	url := testenv.AMQP.Need(t)
 	conn, err := amqp.Dial(url)
 	if err != nil {

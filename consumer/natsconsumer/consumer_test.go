@@ -18,6 +18,7 @@ import (
 	"github.com/idemkit/idem/consumer"
 	"github.com/idemkit/idem/consumer/natsconsumer"
 	"github.com/idemkit/idem/memstore"
+	"github.com/idemkit/idem/storetest"
 )
 
 // effects counts effects per key.
@@ -71,6 +72,9 @@ func (s *syncBuf) String() string {
 }
 
 func newRig(t *testing.T, dup time.Duration) *rig {
+	// A consumer or store that blocks fails the test binary with every
+	// goroutine's stack, instead of hanging until go test's timeout.
+	storetest.Deadline(t, 2*time.Minute)
 	r := &rig{env: newEnv(t, dup), store: memstore.New(), logs: &syncBuf{}}
 	obs := idem.ObserverFunc(func(_ context.Context, ev idem.Event) {
 		if ev.Kind == idem.EventOutcome && ev.Outcome == idem.OutcomeMismatch {
