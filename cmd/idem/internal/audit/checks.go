@@ -354,7 +354,7 @@ func (a *Auditor) scope(ctx context.Context) (string, error) {
 		return "", fail("principal B sent the key A had used and got %s: B's key was compared with A's record, so keys are not scoped by principal", rB)
 	case !rB.ok():
 		return "", fail("principal B's request got %s: want success (check --as-b)", rB)
-	case rB.sameAs(rA) && a.tally == nil:
+	case rB.sameAs(rA) && a.uncounted:
 		// B's answer is A's: A's record served to B, or an API whose
 		// answers do not tell two effects apart. Only a count can say.
 		return "", inconclusive(fmt.Sprintf("principal B sent the key A had used and got the same answer as A (%s): A's recorded answer, unless the API answers two effects alike; effects not counted (pass --effects-url or --fixture)", rB))

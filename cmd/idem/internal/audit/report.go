@@ -64,7 +64,7 @@ func (r *Report) WriteText(w io.Writer) {
 	_ = tw.Flush()
 	switch r.EffectsSource {
 	case "none", "":
-		fmt.Fprintf(w, "\neffects: not counted (pass --effects-url, or --fixture behind a gateway): an answer repeated is not proof that the effect was not\n")
+		fmt.Fprintf(w, "\neffects: not counted (pass --effects-url, or --fixture behind a proxy or gateway): a repeated answer does not show that the effect did not run again\n")
 	default:
 		fmt.Fprintf(w, "\neffects: counted (%s)\n", r.EffectsSource)
 	}
