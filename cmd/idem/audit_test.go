@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -159,6 +160,17 @@ func TestAuditCouldNotRun(t *testing.T) {
 	_, stderr, code := cli(t, "audit", "--sandbox", "http://"+closedAddr(t))
 	if code != exitFailure || !strings.Contains(stderr, "could not run") {
 		t.Fatalf("exit %d, stderr %q; want 1 and \"could not run\"", code, stderr)
+	}
+	// --fixture on an address already taken: the fixture cannot serve, so
+	// nothing could be counted.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, stderr, code = cli(t, "audit", "--sandbox", "http://"+closedAddr(t), "--fixture", ln.Addr().String())
+	if code != exitFailure || !strings.Contains(stderr, "--fixture") {
+		t.Fatalf("exit %d, stderr %q; want 1 and --fixture", code, stderr)
 	}
 	// A request that does not succeed is not a finding: nothing was audited.
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNotFound) }))
