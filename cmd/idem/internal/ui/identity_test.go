@@ -720,3 +720,41 @@ func TestBrokenAuditLogStopsDecisions(t *testing.T) {
 		t.Fatalf("a decision that could not be logged was applied: %v", err)
 	}
 }
+
+// BenchmarkPreviewDecision: the cost of a preview (a scratch memory store,
+// engine and middleware, two requests) on a record made over HTTP.
+func BenchmarkPreviewDecision(b *testing.B) {
+	in, _ := json.Marshal(idem.Intent{Origin: idemhttp.Origin, Fields: map[string]string{"content_type": "application/json"}})
+	rec := &idem.Record{Key: "k", Intent: in}
+	d := Decision{As: "succeeded", Status: 201, Body: []byte(`{"id":"ch_3PqL9x","paid":true}`), HasBody: true, Reason: "r", Operator: "alice"}
+	ctx := context.Background()
+	for b.Loop() {
+		if _, _, err := previewDecision(ctx, rec, d); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPasswordCheck: one login's password check at PasswordCost,
+// for a known name and for an unknown one (the dummy hash).
+func BenchmarkPasswordCheck(b *testing.B) {
+	h, err := HashPassword([]byte("alice-pass-1"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := memstore.New()
+	defer st.Close()
+	s, err := New(Config{Store: st, Operators: []Operator{{Name: "alice", Hash: h, Role: RoleDecider}}, RunningEvery: -1,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Decide: func(context.Context, Decision) (*idem.Record, error) { return nil, nil }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	for _, name := range []string{"alice", "mallory"} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				s.checkPassword(name, "wrong-password")
+			}
+		})
+	}
+}
