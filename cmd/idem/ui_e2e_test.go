@@ -381,8 +381,14 @@ func TestUIInBrowser(t *testing.T) {
 	if b, err := os.ReadFile(audit); err != nil || !strings.Contains(string(b), `"operator":"alice","role":"decider"`) {
 		t.Fatalf("audit log: %v\n%s", err, b)
 	}
-	if out, errOut, code := cli(t, "ui", "verify-log", audit); code != 0 || !strings.Contains(out, "intact, 1 lines") {
+	out, errOut, code := cli(t, "ui", "verify-log", audit)
+	if code != 0 || !strings.Contains(out, "intact, 1 lines, head ") {
 		t.Fatalf("verify-log: %d %s%s", code, out, errOut)
+	}
+	// The head verify-log reports is the one the dashboard logged: the
+	// anchor an operator keeps elsewhere.
+	if head := strings.TrimSpace(out[strings.LastIndex(out, " ")+1:]); !strings.Contains(u.logs(), "head="+head) {
+		t.Fatalf("the dashboard did not log the audit log's head %s:\n%s", head, u.logs())
 	}
 
 	// The client's retry replays the decision; the upstream is not asked again.

@@ -64,6 +64,8 @@ func lineHash(line []byte) string {
 type auditLog struct {
 	path string
 	mu   sync.Mutex
+	// head is the hash of the line this process appended last.
+	head string
 }
 
 // ErrAuditLog: the audit log cannot be extended (its last line is not a
@@ -126,33 +128,42 @@ func (a *auditLog) ready() error {
 	return err
 }
 
-// append writes e as the log's next line, chained to the last one, and
-// returns the new line's hash: the log's head, which a copy kept
-// elsewhere lets verify-log detect lines cut from the end.
-func (a *auditLog) append(e AuditEntry) (head string, err error) {
+// append writes e as the log's next line, chained to the last one (Seq
+// and Prev are set here), and keeps the new line's hash as the log's head
+// (lastHead), which a copy kept elsewhere lets verify-log detect lines cut
+// from the end.
+func (a *auditLog) append(e AuditEntry) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	f, err := os.OpenFile(a.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer f.Close()
 	seq, prev, err := tail(f)
 	if err != nil {
-		return "", err
+		return err
 	}
 	e.Seq, e.Prev = seq+1, prev
 	b, err := json.Marshal(e)
 	if err != nil {
-		return "", err
+		return err
 	}
 	if _, err := f.Write(append(b, '\n')); err != nil {
-		return "", err
+		return err
 	}
 	if err := f.Sync(); err != nil {
-		return "", err
+		return err
 	}
-	return lineHash(b), f.Close()
+	a.head = lineHash(b)
+	return f.Close()
+}
+
+// lastHead is the hash of the line this process appended last.
+func (a *auditLog) lastHead() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.head
 }
 
 // forRecord returns the entries for (scope, key), oldest first. A log

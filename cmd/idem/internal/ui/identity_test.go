@@ -631,7 +631,7 @@ func writeChain(t *testing.T, n int) (string, []byte) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
 	a := &auditLog{path: path}
 	for i := range n {
-		if _, err := a.append(AuditEntry{Operator: "alice", Role: "decider", Key: fmt.Sprintf("k%d", i+1), Decision: "released", Reason: "r"}); err != nil {
+		if err := a.append(AuditEntry{Operator: "alice", Role: "decider", Key: fmt.Sprintf("k%d", i+1), Decision: "released", Reason: "r"}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -222,7 +222,7 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, sess *session) 
 	if rec != nil {
 		entry.ToFence = rec.Fence
 	}
-	s.logDecision(entry)
+	s.recordDecision(entry)
 	if rec == nil {
 		http.Redirect(w, r, "/unknown?released="+url.QueryEscape(key), http.StatusSeeOther)
 		return
@@ -230,21 +230,21 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, sess *session) 
 	http.Redirect(w, r, recordLink(scope, key)+"&resolved="+url.QueryEscape(d.As), http.StatusSeeOther)
 }
 
-// logDecision logs a decision applied on stderr and, with an audit log,
-// appends it there and logs the log's new head (a copy of the head kept
-// elsewhere lets idem ui verify-log --anchor detect lines cut from the
-// end). The decision stands when the append fails (the store has it);
-// the error says the trail missed it.
-func (s *Server) logDecision(e AuditEntry) {
+// recordDecision logs a decision applied on stderr and, with an audit
+// log, appends it there and logs the log's new head (a copy of the head
+// kept elsewhere lets idem ui verify-log --anchor detect lines cut from
+// the end). The decision stands when the append fails (the store has it);
+// the error says the trail missed it. Every page that decides calls it,
+// with the entry's Operator and Role from the session.
+func (s *Server) recordDecision(e AuditEntry) {
 	s.cfg.Logger.Info("idem ui: record decided", "operator", e.Operator, "role", e.Role, "decision", e.Decision, "reason", e.Reason,
 		"from_fence", e.FromFence, "to_fence", e.ToFence, "result_sha256", e.Result)
 	if s.audit == nil {
 		return
 	}
-	head, err := s.audit.append(e)
-	if err != nil {
+	if err := s.audit.append(e); err != nil {
 		s.cfg.Logger.Error("idem ui: audit log append failed", "err", err, "operator", e.Operator, "decision", e.Decision, "reason", e.Reason)
 		return
 	}
-	s.cfg.Logger.Info("idem ui: audit log head", "file", s.audit.path, "head", head)
+	s.cfg.Logger.Info("idem ui: audit log head", "file", s.audit.path, "head", s.audit.lastHead())
 }
