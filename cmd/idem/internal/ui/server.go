@@ -127,6 +127,8 @@ type Server struct {
 	// running is the latest in_progress snapshot; nil when pages list them
 	// live (RunningEvery < 0).
 	running atomic.Pointer[snapshot]
+	// decided holds what this process decided since that snapshot.
+	decided decided
 }
 
 // New checks cfg, fills its defaults and returns the server. Close stops
@@ -174,6 +176,7 @@ func New(cfg Config) (*Server, error) {
 		go func() { defer s.wg.Done(); s.metrics.run(ctx, cfg.MetricsEvery, cfg.Logger) }()
 	}
 	if cfg.RunningEvery > 0 {
+		s.cfg.Decide = overlaid(&s.decided, cfg.Now, cfg.Decide)
 		s.refreshRunning(ctx) // the first pages see them too
 		s.wg.Add(1)
 		go func() {
@@ -209,6 +212,7 @@ func (s *Server) refreshRunning(ctx context.Context) {
 		s.cfg.Logger.Warn("idem ui: more in_progress records than the dashboard tracks; the oldest are shown", "max", maxRunning)
 	}
 	s.running.Store(sn)
+	s.decided.forget(sn.at)
 }
 
 // Close stops the background sampling of MetricsURL and of the
