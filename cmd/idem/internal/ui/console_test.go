@@ -23,7 +23,7 @@ func (f *fixture) lapsed(scope, key string) *idem.Record {
 	now := time.Now().UTC().Truncate(time.Microsecond).Add(-time.Minute)
 	cr, err := f.st.Claim(context.Background(), idem.ClaimParams{Scope: scope, Key: key, AttemptID: "a-" + key,
 		Intent: []byte(`{"operation":"charge","amount":990,"currency":"EUR","origin":"http","fields":{"method":"POST","path":"/v1/charges"}}`),
-		Now: now, LeaseUntil: now.Add(time.Second)})
+		Now:    now, LeaseUntil: now.Add(time.Second)})
 	if err != nil || !cr.Claimed {
 		f.t.Fatalf("claim %s: %v", key, err)
 	}
