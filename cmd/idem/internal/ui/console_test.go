@@ -14,6 +14,8 @@ import (
 	"github.com/idemkit/idem"
 )
 
+var nextLinkR = regexp.MustCompile(`id="next-page" href="([^"]+)"`)
+
 var regexpFence = regexp.MustCompile(`name="fence" value="([0-9]+)"`)
 
 // lapsed makes an in_progress record whose lease has passed: unknown to
@@ -45,11 +47,22 @@ func operatorDecide(f **fixture) func(ctx context.Context, d Decision) (*idem.Re
 			_, _ = st.Finish(ctx, idem.FinishParams{Scope: cur.Scope, Key: cur.Key, Fence: cur.Fence, AttemptID: cur.AttemptID,
 				State: idem.StateUnknown, CompletedAt: time.Now().UTC().Truncate(time.Microsecond)})
 		}
-		res := idem.Resolution{Actor: d.Operator, Reason: d.Reason, IfFence: d.IfFence, Result: d.Body}
+		res := idem.Resolution{Actor: d.Operator, Reason: d.Reason, IfFence: d.IfFence}
 		if d.As == "released" {
 			res.Release = true
 		} else {
 			res.As = idem.State(d.As)
+			cur, err := st.Get(ctx, d.Scope, d.Key)
+			if err != nil {
+				return nil, err
+			}
+			dec := idem.Decision{As: res.As, Status: d.Status, ContentType: d.ContentType, Message: d.Reason}
+			if d.HasBody {
+				dec.Body = d.Body
+			}
+			if res.Result, err = idem.EncodeDecision(cur, dec); err != nil {
+				return nil, err
+			}
 		}
 		return eng.Resolve(ctx, d.Scope, idem.Key(d.Key), res)
 	}

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/reconcile"
 )
 
 //go:embed templates/*.html
@@ -99,6 +100,10 @@ type Config struct {
 	AllowRemote bool
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
+	// Provider, when set, is asked what it did for a record's forwarded key
+	// (idem ui --provider-url: the reconciler's HTTP lookup), on the
+	// record's page and for a bulk succeeded decision. Defaults to none.
+	Provider reconcile.Provider
 	// RunningEvery is how often the in_progress records are listed in the
 	// background, so that a page finds those whose lease has passed (unknown
 	// to every reader) without walking the store: on PostgreSQL, which
@@ -235,6 +240,10 @@ func (s *Server) routes() {
 	m.Handle("GET /unknown", s.authed(s.unknownList))
 	m.Handle("GET /record", s.authed(s.recordPage))
 	m.Handle("POST /record/resolve", s.authed(s.resolve))
+	m.Handle("GET /records", s.authed(s.recordsList))
+	m.Handle("GET /record/lookup", s.authed(s.lookupPage))
+	m.Handle("POST /bulk/preview", s.authed(s.bulkPreview))
+	m.Handle("POST /bulk/apply", s.authed(s.bulkApply))
 	s.mux = m
 }
 
