@@ -164,3 +164,28 @@ func TestDecidedStale(t *testing.T) {
 		}
 	}
 }
+
+// The new pages keep the CSP's promise: no inline script, style or event
+// handler; the auto-refresh and keyboard script is the served app.js.
+func TestConsolePagesHaveNoInlineCode(t *testing.T) {
+	t.Parallel()
+	f := consoleFixture(t, Config{Provider: fakeProvider(t, map[string]string{"p-1": providerObj})})
+	f.login("alice")
+	f.unknown("", "p-1", "charge", 0)
+	csrf, sel := selections(t, f, "/unknown")
+	_, preview := f.post("/bulk/preview", url.Values{"csrf": {csrf}, "sel": {sel["p-1"]}, "as": {"released"}, "reason": {"r"}})
+	_, records := f.get("/records?key=p&match=prefix")
+	_, lookup := f.get("/record/lookup?key=p-1")
+	_, unknown := f.get("/unknown")
+	inline := regexp.MustCompile(`<script>|<script [^>]*>[^<]|\sstyle="|<style|\son[a-z]+="`)
+	for name, body := range map[string]string{"preview": preview, "records": records, "lookup": lookup, "unknown": unknown} {
+		if inline.MatchString(body) {
+			t.Errorf("%s has inline code", name)
+		}
+	}
+	for name, body := range map[string]string{"records": records, "unknown": unknown} {
+		if !strings.Contains(body, `id="autorefresh"`) || !strings.Contains(body, `id="select-all"`) {
+			t.Errorf("%s lacks the auto-refresh switch or the select-all box", name)
+		}
+	}
+}
