@@ -62,7 +62,12 @@ type SearchPage struct {
 // searchScan bounds how many records one search page reads when the
 // filters the store cannot apply leave most of them out: a page never
 // reads the whole store, and says where to continue.
-const searchScan = 20000
+const searchScan = 10000
+
+// searchBatch is how many records a search reads per List after its
+// first: more than the unknown list's, since a search that filters while
+// reading may go through thousands (fewer round trips).
+const searchBatch = 1000
 
 // errAmount is a min/max amount that is not a number.
 var errAmount = errors.New("not an amount")
@@ -197,6 +202,9 @@ func search(ctx context.Context, st idem.Store, q Query, pageSize int, now time.
 		}
 	}
 	streams := searchStreams(st, lf, q.States, running)
+	for _, x := range streams {
+		x.batch = searchBatch
+	}
 	page := &SearchPage{}
 	prev := q.After
 	for {

@@ -107,6 +107,9 @@ type stream struct {
 	lf   idem.ListFilter
 	buf  []idem.Record
 	done bool
+	// batch is how many records each List after the first asks for;
+	// 0 is listBatch.
+	batch int
 }
 
 func (s *stream) peek(ctx context.Context) (*idem.Record, error) {
@@ -121,6 +124,9 @@ func (s *stream) peek(ctx context.Context) (*idem.Record, error) {
 			s.lf.After = &idem.Cursor{CreatedAt: last.CreatedAt, Scope: last.Scope, Key: last.Key}
 		}
 		s.buf, s.lf.Limit = recs, listBatch
+		if s.batch > 0 {
+			s.lf.Limit = s.batch
+		}
 	}
 	if len(s.buf) == 0 {
 		return nil, nil
