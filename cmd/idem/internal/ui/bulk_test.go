@@ -75,10 +75,10 @@ func (f *fixture) getRec(scope, key string) *idem.Record {
 }
 
 // A bulk release: three unknown records selected on the list, one reason,
-// a preview, a confirmation. One of them is decided by someone else
-// between the preview and the confirmation: it is skipped and reported,
-// not overwritten; the other two are released, each logged in the audit
-// trail with the one reason.
+// a preview, a confirmation. Two change between the preview and the
+// confirmation (one decided by someone else, one released and claimed
+// anew, unknown again): they are skipped and reported, not overwritten;
+// the third is released and logged in the audit trail with the reason.
 func TestBulkReleaseSkipsWhatChanged(t *testing.T) {
 	t.Parallel()
 	audit := filepath.Join(t.TempDir(), "audit.jsonl")
@@ -99,27 +99,36 @@ func TestBulkReleaseSkipsWhatChanged(t *testing.T) {
 	if f.getRec("", "b-1") == nil {
 		t.Fatal("the preview changed a record")
 	}
-	// Someone decides b-2 on its own page meanwhile.
-	f.decideOnPage("", "b-2", url.Values{"as": {"failed"}, "reason": {"declined at the bank"}})
+	// Meanwhile someone decides b-3 on its own page, and b-2 is released
+	// and its request made again, unknown again: the same key and state,
+	// fence 1 again, but another record.
+	f.decideOnPage("", "b-3", url.Values{"as": {"failed"}, "reason": {"declined at the bank"}})
+	f.decideOnPage("", "b-2", url.Values{"as": {"released"}, "reason": {"retry it"}})
+	f.unknown("", "b-2", "charge", time.Minute)
 	resp, done := f.post("/bulk/apply", confirmForm(t, preview))
-	if resp.StatusCode != http.StatusOK || !strings.Contains(done, "2 applied, 1 skipped, 0 failed") {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(done, "1 applied, 2 skipped, 0 failed") {
 		t.Fatalf("apply: %d\n%s", resp.StatusCode, done)
 	}
-	if !regexp.MustCompile(`data-key="b-2">(?s:.)*?changed since it was shown`).MatchString(done) {
-		t.Fatalf("the skipped record is not reported with why:\n%s", done)
+	for _, k := range []string{"b-2", "b-3"} {
+		if !regexp.MustCompile(`data-key="` + k + `">(?s:.)*?changed since it was shown`).MatchString(done) {
+			t.Fatalf("the skipped record %s is not reported with why:\n%s", k, done)
+		}
 	}
-	if f.getRec("", "b-1") != nil || f.getRec("", "b-3") != nil {
-		t.Fatal("b-1 and b-3 were not released")
+	if f.getRec("", "b-1") != nil {
+		t.Fatal("b-1 was not released")
 	}
-	if r := f.getRec("", "b-2"); r == nil || r.State != idem.StateFailed {
-		t.Fatalf("b-2, decided failed by someone else, is now %+v: the bulk decision overwrote it", r)
+	if r := f.getRec("", "b-2"); r == nil || r.State != idem.StateUnknown || !r.CreatedAt.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("b-2, claimed anew since the preview, is now %+v: the bulk decision overwrote it", r)
+	}
+	if r := f.getRec("", "b-3"); r == nil || r.State != idem.StateFailed {
+		t.Fatalf("b-3, decided failed by someone else, is now %+v: the bulk decision overwrote it", r)
 	}
 	log, err := os.ReadFile(audit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(string(log), `"reason":"upstream down 10:02-10:14, nothing charged"`); n != 2 {
-		t.Fatalf("the audit log has %d bulk entries, want 2:\n%s", n, log)
+	if n := strings.Count(string(log), `"reason":"upstream down 10:02-10:14, nothing charged"`); n != 1 {
+		t.Fatalf("the audit log has %d bulk entries, want 1:\n%s", n, log)
 	}
 }
 
