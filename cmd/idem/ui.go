@@ -13,6 +13,8 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/cmd/idem/internal/storeopen"
 	"github.com/idemkit/idem/cmd/idem/internal/ui"
+	"github.com/idemkit/idem/reconcile"
+	"github.com/idemkit/idem/reconcile/httpprovider"
 )
 
 // DefaultUIAuditLog is the dashboard's default audit log, in the working
@@ -25,7 +27,7 @@ const DefaultUIListen = "127.0.0.1:8788"
 
 func cmdUI(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("ui",
-		"idem ui [--store DSN] --token-file FILE [--listen ADDR] [--operator NAME] [--metrics-url URL [--metrics-every DUR]] [--reconcile-report FILE] [--audit-log FILE] [--ttl DUR] [--encryption-key-file FILE] [--allow-remote]",
+		"idem ui [--store DSN] --token-file FILE [--listen ADDR] [--operator NAME] [--metrics-url URL [--metrics-every DUR]] [--reconcile-report FILE] [--audit-log FILE] [--provider-url TEMPLATE [--provider-header 'NAME: VALUE']] [--ttl DUR] [--encryption-key-file FILE] [--allow-remote]",
 		"Serve the operator dashboard: counts by state and outcomes over time, the\n"+
 			"unknown records oldest first, and a page per record with a form that\n"+
 			"decides it exactly as idem resolve does (fenced, logged with who and why,\n"+
@@ -44,6 +46,9 @@ func cmdUI(ctx context.Context, e *env, args []string) int {
 	reconcileReport := f.String("reconcile-report", "", "the JSON report of idem reconcile --json to show on the overview")
 	auditLog := f.String("audit-log", DefaultUIAuditLog, "append every decision to this file (JSON lines, fsync'd) and show a record's past decisions on its page (empty: stderr only)")
 	ttl := f.duration("ttl", 24*time.Hour, "how long a succeeded/failed decision replays")
+	providerURL := f.String("provider-url", "", "the provider's lookup URL template with {key}, as idem reconcile's: record pages ask it what it did for the key, and a bulk succeeded can use its object as the body")
+	var providerHdr providerHeaders
+	f.Var(&providerHdr, "provider-header", "with --provider-url: `NAME: VALUE` header to send (repeatable)")
 	allowRemote := f.Bool("allow-remote", false, "listen on a non-loopback address and answer to any Host name")
 	keyFile := f.keyFile()
 	pos, code, ok := f.parse(args)
@@ -70,6 +75,16 @@ func cmdUI(ctx context.Context, e *env, args []string) int {
 			return f.usageError("--metrics-url must be an http(s) URL, got %q", *metricsURL)
 		}
 	}
+	var provider reconcile.Provider
+	if *providerURL != "" {
+		p, err := httpprovider.New(httpprovider.Config{URLTemplate: *providerURL, Header: http.Header(providerHdr)})
+		if err != nil {
+			return f.usageError("--provider-url: %v", err)
+		}
+		provider = p
+	} else if len(providerHdr) > 0 {
+		return f.usageError("--provider-header goes with --provider-url")
+	}
 	token, err := readToken(*tokenFile)
 	if err != nil {
 		return f.usageError("--token-file: %v", err)
@@ -85,7 +100,7 @@ func cmdUI(ctx context.Context, e *env, args []string) int {
 	defer st.Close()
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
 	if err := serveUI(ctx, st, log, uiOptions{dsn: *dsn, listen: *listen, token: token, operator: *operator,
-		metricsURL: *metricsURL, metricsEvery: *metricsEvery, reconcileReport: *reconcileReport, auditLog: *auditLog, ttl: *ttl, allowRemote: *allowRemote, keys: keys}); err != nil {
+		metricsURL: *metricsURL, metricsEvery: *metricsEvery, reconcileReport: *reconcileReport, auditLog: *auditLog, ttl: *ttl, allowRemote: *allowRemote, keys: keys, provider: provider}); err != nil {
 		return f.fail(err)
 	}
 	return exitOK
@@ -98,6 +113,8 @@ type uiOptions struct {
 	allowRemote                                                  bool
 	// keys opens records encrypted at rest; nil: none.
 	keys *idem.Keyring
+	// provider answers lookups by forwarded key (--provider-url); nil: none.
+	provider reconcile.Provider
 }
 
 // readToken reads the login token: the file's content without surrounding
@@ -119,7 +136,7 @@ func serveUI(ctx context.Context, st idem.Store, log *slog.Logger, o uiOptions) 
 		shown = openingStore{Store: st, keys: o.keys}
 	}
 	srv, err := ui.New(ui.Config{Store: shown, Token: o.token, Operator: o.operator, MetricsURL: o.metricsURL, MetricsEvery: o.metricsEvery,
-		ReconcileReport: o.reconcileReport, AuditLog: o.auditLog, Logger: log, AllowRemote: o.allowRemote,
+		ReconcileReport: o.reconcileReport, AuditLog: o.auditLog, Logger: log, AllowRemote: o.allowRemote, Provider: o.provider,
 		Decide: func(ctx context.Context, d ui.Decision) (*idem.Record, error) {
 			return decide(ctx, st, log, operatorDecision{Scope: d.Scope, Key: idem.Key(d.Key), As: d.As, Status: d.Status,
 				Body: d.Body, HasBody: d.HasBody, ContentType: d.ContentType, Reason: d.Reason, Actor: d.Operator,
