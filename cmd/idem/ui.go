@@ -18,6 +18,8 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/cmd/idem/internal/storeopen"
 	"github.com/idemkit/idem/cmd/idem/internal/ui"
+	"github.com/idemkit/idem/reconcile"
+	"github.com/idemkit/idem/reconcile/httpprovider"
 )
 
 // DefaultUIAuditLog is the dashboard's default audit log, in the working
@@ -38,7 +40,7 @@ func cmdUI(ctx context.Context, e *env, args []string) int {
 		}
 	}
 	f := e.newFlags("ui",
-		"idem ui [--store DSN] (--operators-file FILE | --token-file FILE [--operator NAME]) [--listen ADDR] [--metrics-url URL [--metrics-every DUR]] [--reconcile-report FILE] [--audit-log FILE] [--ttl DUR] [--encryption-key-file FILE] [--allow-remote]\n"+
+		"idem ui [--store DSN] (--operators-file FILE | --token-file FILE [--operator NAME]) [--listen ADDR] [--metrics-url URL [--metrics-every DUR]] [--reconcile-report FILE] [--audit-log FILE] [--provider-url TEMPLATE [--provider-header 'NAME: VALUE']] [--ttl DUR] [--encryption-key-file FILE] [--allow-remote]\n"+
 			"       idem ui passwd NAME [--role viewer|decider] [--json]   (password on standard input)\n"+
 			"       idem ui verify-log FILE [--anchor HASH] [--json]",
 		"Serve the operator dashboard: counts by state and outcomes over time, the\n"+
@@ -69,6 +71,9 @@ func cmdUI(ctx context.Context, e *env, args []string) int {
 	reconcileReport := f.String("reconcile-report", "", "the JSON report of idem reconcile --json to show on the overview")
 	auditLog := f.String("audit-log", DefaultUIAuditLog, "append every decision to this file (JSON lines, fsync'd) and show a record's past decisions on its page (empty: stderr only)")
 	ttl := f.duration("ttl", 24*time.Hour, "how long a succeeded/failed decision replays")
+	providerURL := f.String("provider-url", "", "the provider's lookup URL template with {key}, as idem reconcile's: record pages ask it what it did for the key, and a bulk succeeded can use its object as the body")
+	var providerHdr providerHeaders
+	f.Var(&providerHdr, "provider-header", "with --provider-url: `NAME: VALUE` header to send (repeatable)")
 	allowRemote := f.Bool("allow-remote", false, "listen on a non-loopback address and answer to any Host name")
 	keyFile := f.keyFile()
 	pos, code, ok := f.parse(args)
@@ -100,6 +105,16 @@ func cmdUI(ctx context.Context, e *env, args []string) int {
 			return f.usageError("--metrics-url must be an http(s) URL, got %q", *metricsURL)
 		}
 	}
+	var provider reconcile.Provider
+	if *providerURL != "" {
+		p, err := httpprovider.New(httpprovider.Config{URLTemplate: *providerURL, Header: http.Header(providerHdr)})
+		if err != nil {
+			return f.usageError("--provider-url: %v", err)
+		}
+		provider = p
+	} else if len(providerHdr) > 0 {
+		return f.usageError("--provider-header goes with --provider-url")
+	}
 	var token []byte
 	var operators []ui.Operator
 	if *tokenFile != "" {
@@ -129,7 +144,7 @@ func cmdUI(ctx context.Context, e *env, args []string) int {
 		log.Warn("idem ui: shared token mode (--token-file): whoever holds the token logs in under any name; decisions are logged as token:NAME, which nothing verifies. Give each operator a password with --operators-file (idem ui passwd NAME).")
 	}
 	if err := serveUI(ctx, st, log, uiOptions{dsn: *dsn, listen: *listen, token: token, operators: operators, operator: *operator,
-		metricsURL: *metricsURL, metricsEvery: *metricsEvery, reconcileReport: *reconcileReport, auditLog: *auditLog, ttl: *ttl, allowRemote: *allowRemote, keys: keys}); err != nil {
+		metricsURL: *metricsURL, metricsEvery: *metricsEvery, reconcileReport: *reconcileReport, auditLog: *auditLog, ttl: *ttl, allowRemote: *allowRemote, keys: keys, provider: provider}); err != nil {
 		return f.fail(err)
 	}
 	return exitOK
@@ -143,6 +158,8 @@ type uiOptions struct {
 	allowRemote                                                  bool
 	// keys opens records encrypted at rest; nil: none.
 	keys *idem.Keyring
+	// provider answers lookups by forwarded key (--provider-url); nil: none.
+	provider reconcile.Provider
 }
 
 // readToken reads the login token: the file's content without surrounding
@@ -283,7 +300,7 @@ func serveUI(ctx context.Context, st idem.Store, log *slog.Logger, o uiOptions) 
 		shown = openingStore{Store: st, keys: o.keys}
 	}
 	srv, err := ui.New(ui.Config{Store: shown, Token: o.token, Operators: o.operators, Operator: o.operator, MetricsURL: o.metricsURL, MetricsEvery: o.metricsEvery,
-		ReconcileReport: o.reconcileReport, AuditLog: o.auditLog, Logger: log, AllowRemote: o.allowRemote,
+		ReconcileReport: o.reconcileReport, AuditLog: o.auditLog, Logger: log, AllowRemote: o.allowRemote, Provider: o.provider,
 		Decide: func(ctx context.Context, d ui.Decision) (*idem.Record, error) {
 			return decide(ctx, st, log, operatorDecision{Scope: d.Scope, Key: idem.Key(d.Key), As: d.As, Status: d.Status,
 				Body: d.Body, HasBody: d.HasBody, ContentType: d.ContentType, Reason: d.Reason, Actor: d.Operator,

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -756,5 +757,49 @@ func BenchmarkPasswordCheck(b *testing.B) {
 				s.checkPassword(name, "wrong-password")
 			}
 		})
+	}
+}
+
+// TestViewerCannotDecideInBulk: a viewer's list offers no bulk decision,
+// and a bulk preview or confirmation a viewer posts (a decider's form
+// with the viewer's session) is refused and changes nothing.
+func TestViewerCannotDecideInBulk(t *testing.T) {
+	t.Parallel()
+	f := operatorsFixture(t, Config{})
+	v := f.agent()
+	if resp, _ := f.loginAs("alice", "alice-pass-1"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login: %d", resp.StatusCode)
+	}
+	if resp, _ := v.loginAs("victor", "victor-pass-1"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login: %d", resp.StatusCode)
+	}
+	f.unknown("", "b-1", "charge", 0)
+	f.unknown("", "b-2", "charge", time.Second)
+	for _, page := range []string{"/unknown", "/records?state=unknown"} {
+		_, mine := f.get(page)
+		_, theirs := v.get(page)
+		if !strings.Contains(mine, `id="bulk-controls"`) || strings.Contains(theirs, `id="bulk-controls"`) {
+			t.Fatalf("%s: bulk controls for the decider %v, for the viewer %v", page, strings.Contains(mine, `id="bulk-controls"`), strings.Contains(theirs, `id="bulk-controls"`))
+		}
+	}
+	csrf, sel := selections(t, f, "/unknown")
+	form := url.Values{"csrf": {csrf}, "sel": {sel["b-1"], sel["b-2"]}, "as": {"released"}, "reason": {"nothing charged"}}
+	resp, preview := f.post("/bulk/preview", form)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("decider's preview: %d", resp.StatusCode)
+	}
+	vcsrf, _ := selections(t, v, "/unknown")
+	form.Set("csrf", vcsrf)
+	confirm := confirmForm(t, preview)
+	confirm.Set("csrf", vcsrf)
+	for path, fm := range map[string]url.Values{"/bulk/preview": form, "/bulk/apply": confirm} {
+		if resp, body := v.post(path, fm); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "only a decider") {
+			t.Fatalf("viewer posts %s: %d\n%s", path, resp.StatusCode, body)
+		}
+	}
+	for _, k := range []string{"b-1", "b-2"} {
+		if r, err := f.st.Get(context.Background(), "", k); err != nil || r.State != idem.StateUnknown {
+			t.Fatalf("%s after a viewer's bulk decision: %v %v", k, r, err)
+		}
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/reconcile"
 )
 
 //go:embed templates/*.html
@@ -106,6 +107,10 @@ type Config struct {
 	AllowRemote bool
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
+	// Provider, when set, is asked what it did for a record's forwarded key
+	// (idem ui --provider-url: the reconciler's HTTP lookup), on the
+	// record's page and for a bulk succeeded decision. Defaults to none.
+	Provider reconcile.Provider
 	// RunningEvery is how often the in_progress records are listed in the
 	// background, so that a page finds those whose lease has passed (unknown
 	// to every reader) without walking the store: on PostgreSQL, which
@@ -134,6 +139,8 @@ type Server struct {
 	// running is the latest in_progress snapshot; nil when pages list them
 	// live (RunningEvery < 0).
 	running atomic.Pointer[snapshot]
+	// decided holds what this process decided since that snapshot.
+	decided decided
 
 	// operators are Config.Operators by name; nil with the shared token.
 	operators map[string]Operator
@@ -192,6 +199,7 @@ func New(cfg Config) (*Server, error) {
 		go func() { defer s.wg.Done(); s.metrics.run(ctx, cfg.MetricsEvery, cfg.Logger) }()
 	}
 	if cfg.RunningEvery > 0 {
+		s.cfg.Decide = overlaid(&s.decided, cfg.Now, cfg.Decide)
 		s.refreshRunning(ctx) // the first pages see them too
 		s.wg.Add(1)
 		go func() {
@@ -227,6 +235,7 @@ func (s *Server) refreshRunning(ctx context.Context) {
 		s.cfg.Logger.Warn("idem ui: more in_progress records than the dashboard tracks; the oldest are shown", "max", maxRunning)
 	}
 	s.running.Store(sn)
+	s.decided.forget(sn.at)
 }
 
 // Close stops the background sampling of MetricsURL and of the
@@ -249,6 +258,10 @@ func (s *Server) routes() {
 	m.Handle("GET /unknown", s.authed(s.unknownList))
 	m.Handle("GET /record", s.authed(s.recordPage))
 	m.Handle("POST /record/resolve", s.authed(s.requireRole(RoleDecider, s.resolve)))
+	m.Handle("GET /records", s.authed(s.recordsList))
+	m.Handle("GET /record/lookup", s.authed(s.lookupPage))
+	m.Handle("POST /bulk/preview", s.authed(s.requireRole(RoleDecider, s.bulkPreview)))
+	m.Handle("POST /bulk/apply", s.authed(s.requireRole(RoleDecider, s.bulkApply)))
 	s.mux = m
 }
 
