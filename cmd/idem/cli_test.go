@@ -17,6 +17,17 @@ func runCLI(args ...string) (stdout, stderr string, code int) {
 	return o.String(), e.String(), code
 }
 
+// runCLIWithin runs a command that should refuse to start: if it starts
+// serving instead, it is stopped after d, so the test fails on its exit
+// code rather than hanging.
+func runCLIWithin(d time.Duration, args ...string) (stdout, stderr string, code int) {
+	var o, e bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	code = run(ctx, args, &o, &e)
+	return o.String(), e.String(), code
+}
+
 func TestUsageAndExitCodes(t *testing.T) {
 	t.Parallel()
 	if _, e, code := runCLI(); code != exitUsage || !strings.Contains(e, "usage: idem") {

@@ -79,6 +79,15 @@ func TestJWKSUnknownKidDoesNotStarveANewKey(t *testing.T) {
 	// accepted.
 	rotated.Store(true)
 	time.Sleep(1100 * time.Millisecond)
+	// unknownEvery has passed: the made-up kid, negative-cached after
+	// its lookup, still costs no fetch.
+	before := served.Load()
+	if err := check(madeUp); err == nil {
+		t.Fatal("a made-up kid was accepted")
+	}
+	if n := served.Load() - before; n != 0 {
+		t.Fatalf("a negative-cached kid cost %d fetches, want 0", n)
+	}
 	if err := check(rotatedIn); err != nil {
 		t.Fatalf("the issuer's new key, after unknownEvery: %v", err)
 	}

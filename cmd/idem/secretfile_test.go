@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSecretFilesRefusedWhenOthersCanReadThem: --token-file and
@@ -21,11 +22,11 @@ func TestSecretFilesRefusedWhenOthersCanReadThem(t *testing.T) {
 		if err := os.Chmod(secret, mode); err != nil {
 			t.Fatal(err)
 		}
-		out, errs, code := runCLI("ui", "--store", "memory://", "--token-file", secret, "--listen", "127.0.0.1:0")
+		out, errs, code := runCLIWithin(10*time.Second, "ui", "--store", "memory://", "--token-file", secret, "--listen", "127.0.0.1:0")
 		if code != exitUsage || !strings.Contains(errs, "accessible to other users") {
 			t.Errorf("ui --token-file mode %v: exit %d, want 2 naming the mode\n%s%s", mode, code, out, errs)
 		}
-		out, errs, code = runCLI("proxy", "--global-scope", "--upstream", "http://127.0.0.1:1", "--store", "memory://",
+		out, errs, code = runCLIWithin(10*time.Second, "proxy", "--global-scope", "--upstream", "http://127.0.0.1:1", "--store", "memory://",
 			"--digest-secret-file", secret, "--spool", "", "--listen", "127.0.0.1:0")
 		if code == exitOK || !strings.Contains(errs, "accessible to other users") {
 			t.Errorf("proxy --digest-secret-file mode %v: exit %d, want a refusal naming the mode\n%s%s", mode, code, out, errs)

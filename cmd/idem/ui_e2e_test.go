@@ -34,7 +34,7 @@ func chromiumPath(t *testing.T) string {
 		if testenv.Required() {
 			t.Fatalf("%s — failing because IDEM_REQUIRE_SERVICES=1", msg)
 		}
-		t.Skip(msg)
+		t.Skip("SKIP: " + msg)
 	}
 	return p
 }

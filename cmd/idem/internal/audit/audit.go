@@ -41,9 +41,17 @@ type Options struct {
 	// Headers are extra request headers, NAME=VALUE or "NAME: VALUE".
 	Headers []string
 	// EffectsURL is a GET endpoint answering the number of effects made
-	// so far (an integer, or a JSON object with a "count" member); it
-	// enables the effect counts. Defaults to none.
+	// so far (an integer, a JSON object with a "count" member, or with
+	// EffectsMetric the Prometheus text format); it enables the effect
+	// counts. Defaults to none.
 	EffectsURL string
+	// EffectsMetric names the counter to read in EffectsURL's Prometheus
+	// text answer: NAME, or NAME{label="value",…}; the matching samples
+	// are summed. Needs EffectsURL.
+	EffectsMetric string
+	// Counter counts effects in process (the auditor's own [Fixture]);
+	// exclusive with EffectsURL. idem audit --fixture sets it.
+	Counter Counter
 	// Concurrency is how many identical requests the concurrency check
 	// sends at once; at least 2 (idem audit's default is 16).
 	Concurrency int
@@ -77,18 +85,27 @@ func parseHeader(s string) (name, value string, err error) {
 
 // Auditor runs the checks against one API; New makes one.
 type Auditor struct {
-	o           Options
-	target      string
-	body        string
-	header      http.Header
-	a, b        [2]string // scope principals' header name and value
-	client      *http.Client
-	sent        atomic.Int64
-	rate        *limiter
-	run1        string
-	mu          sync.Mutex
-	errAns      []probeAnswer // error answers, for the problem format check
-	concAnswers []*reply      // the concurrency check's answers
+	o         Options
+	target    string
+	body      string
+	header    http.Header
+	a, b      [2]string // scope principals' header name and value
+	client    *http.Client
+	sent      atomic.Int64
+	rate      *limiter
+	run1      string
+	mu        sync.Mutex
+	errAns    []probeAnswer // error answers, for the problem format check
+	conc      *burstResult  // the concurrency check's burst, for in-flight
+	tally     *EffectCount  // the running check's effect count; nil: not counted
+	uncounted bool          // the running check sent requests without a count
+}
+
+// burstResult is the concurrency check's identical requests at once: their
+// answers and the effects they made (nil: not counted).
+type burstResult struct {
+	answers []*reply
+	effects *EffectCount
 }
 
 // probeAnswer is an error answer and the probe that got it.
@@ -167,6 +184,17 @@ func New(rawURL string, o Options) (*Auditor, error) {
 			return nil, errors.New("--as-a and --as-b name the same principal")
 		}
 	}
+	switch {
+	case o.EffectsMetric != "" && o.EffectsURL == "":
+		return nil, errors.New("--effects-metric needs --effects-url")
+	case o.EffectsURL != "" && o.Counter != nil:
+		return nil, errors.New("--effects-url and --fixture are exclusive: one count source")
+	}
+	if o.EffectsMetric != "" {
+		if _, _, err := parseSeries(o.EffectsMetric); err != nil {
+			return nil, fmt.Errorf("--effects-metric %q: %w", o.EffectsMetric, err)
+		}
+	}
 	if o.EffectsURL != "" {
 		if e, err := url.Parse(o.EffectsURL); err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
 			return nil, fmt.Errorf("--effects-url %q is not an http(s) URL", o.EffectsURL)
@@ -202,7 +230,7 @@ func New(rawURL string, o Options) (*Auditor, error) {
 }
 
 // probe is one check: it returns nil (pass, with detail), a finding, a
-// skip, or an error that stops the audit.
+// skip, an inconclusive, or an error that stops the audit.
 type probe struct {
 	name string
 	run  func(ctx context.Context) (detail string, err error)
@@ -212,7 +240,7 @@ type probe struct {
 // means the audit could not run (the first request failed to get an
 // answer, or the request itself does not succeed): nothing was judged.
 func (a *Auditor) Run(ctx context.Context) (*Report, error) {
-	rep := &Report{URL: a.target, Method: a.o.Method, Passed: true}
+	rep := &Report{URL: a.target, Method: a.o.Method, Passed: true, EffectsSource: a.effectsSource()}
 	probes := []probe{
 		{"replay", a.replay},
 		{"divergence", a.divergence},
@@ -225,15 +253,20 @@ func (a *Auditor) Run(ctx context.Context) (*Report, error) {
 		{"retention", a.retention},
 	}
 	for i, p := range probes {
+		a.tally, a.uncounted = nil, false
 		detail, err := p.run(ctx)
-		res := CheckResult{Name: p.name, Result: "pass", Detail: detail}
+		res := CheckResult{Name: p.name, Result: "pass", Detail: detail, Effects: a.tally}
 		var f finding
 		var s skip
+		var inc inconclusive
 		switch {
 		case err == nil:
 		case errors.As(err, &f):
 			res.Result, res.Detail = "fail", string(f)
 			rep.Passed = false
+		case errors.As(err, &inc):
+			res.Result, res.Detail = "inconclusive", string(inc)
+			rep.Inconclusive++
 		case errors.As(err, &s):
 			res.Result, res.Detail = "skip", string(s)
 		case errors.Is(err, errBudget):

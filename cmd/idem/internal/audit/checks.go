@@ -21,8 +21,13 @@ type finding string
 // skip is a check that did not run, and why.
 type skip string
 
-func (f finding) Error() string { return string(f) }
-func (s skip) Error() string    { return string(s) }
+// inconclusive is a check whose answers were right but which only an
+// effect count can decide, and why.
+type inconclusive string
+
+func (f finding) Error() string      { return string(f) }
+func (s skip) Error() string         { return string(s) }
+func (i inconclusive) Error() string { return string(i) }
 
 func fail(format string, args ...any) error { return finding(fmt.Sprintf(format, args...)) }
 
@@ -33,8 +38,13 @@ func (e errBaseline) Error() string {
 	return fmt.Sprintf("the request got %s; the audit needs a --method, --path, --body and --header that succeed (2xx)", e.r)
 }
 
-// counted runs f and checks that it made want effects.
-func (a *Auditor) counted(ctx context.Context, want int, what string, f func() error) error {
+// counted runs f, which sends requests, and checks that the effect count
+// grew by exactly want over them: one per intent that succeeds, none for
+// a refused request. It adds what it saw to the running check's tally.
+// Without a count source it only runs f, and notes that the check's
+// requests went uncounted. f's error wins; then a count that is off is a
+// finding, whatever the answers were.
+func (a *Auditor) counted(ctx context.Context, want int64, what string, f func() error) error {
 	before, ok, err := a.effects(ctx)
 	if err != nil {
 		return err
@@ -43,23 +53,38 @@ func (a *Auditor) counted(ctx context.Context, want int, what string, f func() e
 		return err
 	}
 	if !ok {
+		a.uncounted = true
 		return nil
 	}
 	after, _, err := a.effects(ctx)
 	if err != nil {
 		return err
 	}
-	if after-before != want {
-		return fail("%s made %d effects (--effects-url went %d → %d), want %d", what, after-before, before, after, want)
+	made := after - before
+	if a.tally == nil {
+		a.tally = &EffectCount{}
+	}
+	a.tally.Made += made
+	a.tally.Want += want
+	if made != want {
+		return fail("%s made %d effects (the count went %d → %d), want %d", what, made, before, after, want)
 	}
 	return nil
 }
 
-func (a *Auditor) effectNote() string {
-	if a.o.EffectsURL == "" {
-		return ""
+// decided ends a check whose answers were right. When its claim rests on
+// an answer repeated (a replay), the answers alone cannot show that the
+// effect did not run again — an API that runs it for every request and
+// answers alike looks the same — so without an effect count the check is
+// inconclusive, not a pass.
+func (a *Auditor) decided(detail string, needsCount bool) (string, error) {
+	switch {
+	case a.tally != nil:
+		return fmt.Sprintf("%s; %d effect(s), as wanted", detail, a.tally.Made), nil
+	case needsCount && a.uncounted:
+		return "", inconclusive(detail + "; effects not counted, so a repeated effect behind the repeated answer cannot be ruled out (pass --effects-url or --fixture)")
 	}
-	return "; 1 effect"
+	return detail, nil
 }
 
 func (a *Auditor) replay(ctx context.Context) (string, error) {
@@ -79,13 +104,13 @@ func (a *Auditor) replay(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if !r2.sameAs(r1) {
-		return "", fail("the same request sent twice with one key got %s, then %s: want the first answer repeated (same body, or %s: true)", r1, r2, idemhttp.ReplayedHeader)
+		return "", fail("the same request sent twice with one key got %s, then %s: want the first answer repeated (the same status and body)", r1, r2)
 	}
-	return fmt.Sprintf("second answer repeats the first (%d%s)%s", r2.status, map[bool]string{true: ", " + idemhttp.ReplayedHeader + ": true"}[r2.replayed()], a.effectNote()), nil
+	return a.decided(fmt.Sprintf("second answer repeats the first (%d%s)", r2.status, map[bool]string{true: ", " + idemhttp.ReplayedHeader + ": true"}[r2.replayed()]), true)
 }
 
 func (a *Auditor) divergence(ctx context.Context) (string, error) {
-	if err := a.reserve(4 + 4*btoi(a.o.EffectsURL != "")); err != nil {
+	if err := a.reserve(4 + 2*a.urlCounts()); err != nil {
 		return "", err
 	}
 	key := a.newKey("divergence")
@@ -98,11 +123,15 @@ func (a *Auditor) divergence(ctx context.Context) (string, error) {
 		r2, err = a.send(ctx, key, changed)
 		return err
 	})
-	if err != nil {
+	var f finding
+	if err != nil && !errors.As(err, &f) {
 		return "", err
 	}
-	a.noteError("divergence", r2)
+	if r2 != nil {
+		a.noteError("divergence", r2)
+	}
 	switch {
+	case r2 == nil:
 	case r2.ok() && r2.sameAs(r1):
 		return "", fail("the key reused with another body (%s) got the first request's answer %s: want 422, the recorded answer of one request was served for another (fingerprint the request body)", clipText(changed), r2)
 	case r2.ok():
@@ -110,13 +139,16 @@ func (a *Auditor) divergence(ctx context.Context) (string, error) {
 	case r2.status >= 500:
 		return "", fail("the key reused with another body got %s: want 422", r2)
 	}
+	if err != nil {
+		return "", err
+	}
 	detail := fmt.Sprintf("another body with the key is refused (%d)", r2.status)
 	if r2.status != http.StatusUnprocessableEntity {
 		detail += "; the draft's status is 422"
 	}
 	reordered, ok := jsonmembers.Reordered(a.body)
 	if !ok {
-		return detail, nil
+		return a.decided(detail, false)
 	}
 	key = a.newKey("reordered")
 	var r3, r4 *reply
@@ -133,19 +165,25 @@ func (a *Auditor) divergence(ctx context.Context) (string, error) {
 	if !r4.sameAs(r3) {
 		return "", fail("the same JSON body with its members reordered got %s after %s: want a replay (fingerprint the parsed document, not its bytes)", r4, r3)
 	}
-	return detail + "; the body reordered replays", nil
+	return a.decided(detail+"; the body reordered replays", true)
 }
 
-func btoi(b bool) int {
-	if b {
-		return 1
+// burstSuccess is the answer the duplicates of a burst are compared with:
+// a success not marked as a replay if there is one (the request that ran),
+// else the first success; nil when none succeeded.
+func burstSuccess(answers []*reply) *reply {
+	var first *reply
+	for _, r := range answers {
+		if r.ok() && (first == nil || !r.replayed() && first.replayed()) {
+			first = r
+		}
 	}
-	return 0
+	return first
 }
 
 func (a *Auditor) concurrency(ctx context.Context) (string, error) {
 	n := a.o.Concurrency
-	if err := a.reserve(n + 2); err != nil {
+	if err := a.reserve(n + a.urlCounts()); err != nil {
 		return "", err
 	}
 	key := a.newKey("concurrency")
@@ -155,16 +193,15 @@ func (a *Auditor) concurrency(ctx context.Context) (string, error) {
 		burst.Run(n, func(i int) { answers[i], errs[i] = a.send(ctx, key, a.body) })
 		return errors.Join(errs...)
 	})
-	a.concAnswers = answers
+	var f finding
+	if err != nil && !errors.As(err, &f) {
+		return "", err
+	}
+	a.conc = &burstResult{answers: answers, effects: a.tally}
 	if err != nil {
 		return "", err
 	}
-	var first *reply
-	for _, r := range answers {
-		if r.ok() && (first == nil || !r.replayed() && first.replayed()) {
-			first = r
-		}
-	}
+	first := burstSuccess(answers)
 	if first == nil {
 		return "", fail("%d identical requests sent at once: none succeeded (first: %s)", n, answers[0])
 	}
@@ -172,28 +209,44 @@ func (a *Auditor) concurrency(ctx context.Context) (string, error) {
 	for _, r := range answers {
 		switch {
 		case r.ok() && !r.sameAs(first):
-			return "", fail("%d identical requests sent at once got different answers: %s and %s; want one effect and the same answer for all", n, first, r)
+			return "", fail("%d identical requests sent at once got two different successes, %s and %s: each is an effect of its own; want one effect and the same answer for all", n, first, r)
 		case r.ok():
 			ok++
 		default:
 			refused++
 		}
 	}
-	return fmt.Sprintf("%d identical requests at once: %d identical answers, %d refused%s", n, ok, refused, a.effectNote()), nil
+	return a.decided(fmt.Sprintf("%d identical requests at once: %d identical successes, %d refused", n, ok, refused), true)
+}
+
+// inFlightAnswer reports whether r is a documented answer to a duplicate
+// whose first request is still running: 409 (in-flight) or 425 (Too
+// Early), with Retry-After.
+func inFlightAnswer(r *reply) bool {
+	return (r.status == http.StatusConflict || r.status == http.StatusTooEarly) && r.header.Get("Retry-After") != ""
 }
 
 func (a *Auditor) inFlight(context.Context) (string, error) {
-	if a.concAnswers == nil {
+	if a.conc == nil {
 		return "", skip("needs the concurrency check's answers")
 	}
-	var refused int
-	for _, r := range a.concAnswers {
+	// The duplicates are the concurrency check's burst; so are the effects.
+	a.tally, a.uncounted = a.conc.effects, a.conc.effects == nil
+	first := burstSuccess(a.conc.answers)
+	if first == nil {
+		return "", fail("none of %d identical requests sent at once succeeded, so none was in flight: want the first to succeed", len(a.conc.answers))
+	}
+	var refused, same int
+	for _, r := range a.conc.answers {
 		switch {
-		case r == nil || r.ok():
-		case r.status == http.StatusConflict && r.header.Get("Retry-After") != "":
+		case r.ok() && r.sameAs(first):
+			same++
+		case r.ok():
+			return "", fail("a duplicate in flight got a success of its own, %s, besides %s: it ran the request again; want the first answer (a wait, then the replay) or 409 with Retry-After", r, first)
+		case inFlightAnswer(r):
 			refused++
 			a.noteError("in-flight", r)
-		case r.status == http.StatusConflict:
+		case r.status == http.StatusConflict || r.status == http.StatusTooEarly:
 			a.noteError("in-flight", r)
 			return "", fail("a duplicate in flight got %s without Retry-After: want 409 with Retry-After, or a wait then the replay", r)
 		default:
@@ -201,10 +254,14 @@ func (a *Auditor) inFlight(context.Context) (string, error) {
 			return "", fail("a duplicate in flight got %s: want 409 with Retry-After, or a wait then the replay", r)
 		}
 	}
-	if refused == 0 {
-		return "duplicates waited and got the replay (or arrived after the first finished)", nil
+	if e := a.conc.effects; e != nil && e.Made != e.Want {
+		return "", fail("%d duplicates in flight made %d effects in all, want %d: a duplicate ran the effect while the first was in flight, whatever it answered", len(a.conc.answers), e.Made, e.Want)
 	}
-	return fmt.Sprintf("%d duplicates in flight refused with 409 and Retry-After", refused), nil
+	detail := fmt.Sprintf("%d duplicates in flight refused with %d/%d and Retry-After, %d got the first answer", refused, http.StatusConflict, http.StatusTooEarly, same-1)
+	if refused == 0 {
+		detail = fmt.Sprintf("%d duplicates got the first answer (they waited, or arrived after it finished)", same-1)
+	}
+	return a.decided(detail, true)
 }
 
 func (a *Auditor) missingKey(ctx context.Context) (string, error) {
@@ -223,11 +280,11 @@ func (a *Auditor) missingKey(ctx context.Context) (string, error) {
 	if r.status != http.StatusBadRequest {
 		return "", fail("the request without an %s got %s: want 400 (a retry of it could apply it twice)", idemhttp.HeaderName, r)
 	}
-	return "400 without a key", nil
+	return a.decided("400 without a key", false)
 }
 
 func (a *Auditor) keyLimits(ctx context.Context) (string, error) {
-	if err := a.reserve(3 + 2*btoi(a.o.EffectsURL != "")); err != nil {
+	if err := a.reserve(3 + a.urlCounts()); err != nil {
 		return "", err
 	}
 	cases := []struct{ what, key string }{
@@ -261,7 +318,7 @@ func (a *Auditor) keyLimits(ctx context.Context) (string, error) {
 	if len(bad) > 0 {
 		return "", fail("%s: want 400 (keys are 1 to 255 printable ASCII characters; a key cut or cleaned into acceptance can collide with another)", strings.Join(bad, "; "))
 	}
-	return "400 for an empty key, 256 characters and a control character", nil
+	return a.decided("400 for an empty key, 256 characters and a control character", false)
 }
 
 func (a *Auditor) scope(ctx context.Context) (string, error) {
@@ -287,18 +344,22 @@ func (a *Auditor) scope(ctx context.Context) (string, error) {
 	var f finding
 	switch {
 	case errors.As(err, &f):
-		return "", fail("principal B sent the key A had used: %s; B must get its own answer, never A's recorded one (scope keys by the authenticated principal)", f)
+		return "", fail("principal B sent the key A had used: %s; B's request must run on its own, never get A's recorded answer (scope keys by the authenticated principal)", f)
 	case err != nil:
 		return "", err
-	case rB.replayed() || rB.ok() && rB.body == rA.body && a.o.EffectsURL == "":
+	case rB.replayed():
 		return "", fail("principal B sent the key A had used and got A's recorded answer %s: scope keys by the authenticated principal", rB)
 	case rB.status == http.StatusUnprocessableEntity || rB.status == http.StatusConflict:
 		a.noteError("scope", rB)
 		return "", fail("principal B sent the key A had used and got %s: B's key was compared with A's record, so keys are not scoped by principal", rB)
 	case !rB.ok():
 		return "", fail("principal B's request got %s: want success (check --as-b)", rB)
+	case rB.sameAs(rA) && a.uncounted:
+		// B's answer is A's: A's record served to B, or an API whose
+		// answers do not tell two effects apart. Only a count can say.
+		return "", inconclusive(fmt.Sprintf("principal B sent the key A had used and got the same answer as A (%s): A's recorded answer, unless the API answers two effects alike; effects not counted (pass --effects-url or --fixture)", rB))
 	}
-	return "B's request with A's key ran on its own", nil
+	return a.decided("B's request with A's key ran on its own", false)
 }
 
 func (a *Auditor) problemFormat(context.Context) (string, error) {
@@ -372,7 +433,7 @@ func (a *Auditor) retention(ctx context.Context) (string, error) {
 	if !r2.sameAs(r1) {
 		return "", fail("the same request %v after the first (advertised TTL %v) got %s after %s: want the replay", wait, ttl, r2, r1)
 	}
-	return fmt.Sprintf("replays %v after the first request (TTL %v)", wait, ttl), nil
+	return a.decided(fmt.Sprintf("replays %v after the first request (TTL %v)", wait, ttl), true)
 }
 
 // retentionMargin is how long before the TTL the retention check replays.

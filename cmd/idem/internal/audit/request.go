@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,10 +32,42 @@ func (r *reply) replayed() bool {
 	return strings.EqualFold(r.header.Get(idemhttp.ReplayedHeader), "true")
 }
 
-// sameAs reports whether r repeats first: the same status, and the same
-// body or a replay mark.
+// sameAs reports whether r is the same answer as first: the same status
+// and an equivalent body (see [equivalentBody]). A replay mark
+// (Idempotent-Replayed: true) does not make a different body the same
+// answer: a client that retried gets what the replay says, and an answer
+// with another charge id is another charge as far as it can tell.
 func (r *reply) sameAs(first *reply) bool {
-	return r.status == first.status && (r.body == first.body || r.replayed())
+	return r.status == first.status && equivalentBody(r.body, first.body)
+}
+
+// equivalentBody reports whether two answer bodies say the same thing:
+// byte for byte, or, when both are JSON, the same document — the same
+// members with the same values, in any order and spacing, numbers compared
+// as written (1.0 is not 1). Nothing in a body is ignored: a field that
+// differs between a first answer and its replay (a request id, a time) is
+// a difference.
+func equivalentBody(a, b string) bool {
+	if a == b {
+		return true
+	}
+	da, okA := decodeJSON(a)
+	db, okB := decodeJSON(b)
+	return okA && okB && reflect.DeepEqual(da, db)
+}
+
+// decodeJSON decodes one JSON value, keeping numbers as written.
+func decodeJSON(s string) (any, bool) {
+	d := json.NewDecoder(strings.NewReader(s))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil {
+		return nil, false
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, false // something after the value
+	}
+	return v, true
 }
 
 func (r *reply) String() string {
@@ -146,45 +179,6 @@ func (a *Auditor) sendRaw(ctx context.Context, key string) (*reply, error) {
 	defer res.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
 	return &reply{status: res.StatusCode, header: res.Header, body: string(b)}, nil
-}
-
-// effects reads the effect count; ok is false without --effects-url.
-func (a *Auditor) effects(ctx context.Context) (n int, ok bool, err error) {
-	if a.o.EffectsURL == "" {
-		return 0, false, nil
-	}
-	if err := a.take(ctx); err != nil {
-		return 0, true, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.o.EffectsURL, nil)
-	if err != nil {
-		return 0, true, err
-	}
-	for k, v := range a.header {
-		if k != "Content-Type" {
-			req.Header[k] = v
-		}
-	}
-	res, err := a.client.Do(req)
-	if err != nil {
-		return 0, true, fmt.Errorf("--effects-url: %w", err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(res.Body, 1<<16))
-	if res.StatusCode != http.StatusOK {
-		return 0, true, fmt.Errorf("--effects-url answered %d", res.StatusCode)
-	}
-	s := strings.TrimSpace(string(b))
-	if n, err := strconv.Atoi(s); err == nil {
-		return n, true, nil
-	}
-	var obj struct {
-		Count *int `json:"count"`
-	}
-	if json.Unmarshal(b, &obj) == nil && obj.Count != nil {
-		return *obj.Count, true, nil
-	}
-	return 0, true, fmt.Errorf("--effects-url answered %s, not a count (an integer, or {\"count\": N})", clipText(s))
 }
 
 func (a *Auditor) noteError(probe string, r *reply) {
