@@ -37,7 +37,7 @@ func cmdDemoUpstream(ctx context.Context, e *env, args []string) int {
 			"It has no idempotency of its own: every POST /charges makes a new charge.\n"+
 			"  POST /charges  amount (integer, minor units) and currency, as JSON or a form: 201 and the charge\n"+
 			"  GET  /charges  the charges made, oldest first\n"+
-			"  GET  /count    how many charges were made: {\"charges\":N}\n"+
+			"  GET  /count    how many charges were made: {\"count\":N} (what idem audit --effects-url reads)\n"+
 			"Each charge is printed as it is made. Records live in memory; SIGINT or SIGTERM stops it.",
 		"idem demo-upstream --listen 127.0.0.1:8080")
 	listen := f.String("listen", DefaultDemoListen, "address to listen on")
@@ -116,7 +116,7 @@ func (d *demoUpstream) handler() http.Handler {
 		d.mu.Lock()
 		n := len(d.charges)
 		d.mu.Unlock()
-		demoJSON(w, http.StatusOK, map[string]int{"charges": n})
+		demoJSON(w, http.StatusOK, map[string]int{"count": n})
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		demoError(w, http.StatusNotFound, "no such endpoint: try POST /charges, GET /charges or GET /count")

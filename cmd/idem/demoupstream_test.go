@@ -131,8 +131,8 @@ func TestDemoUpstream(t *testing.T) {
 			t.Errorf("%s %s: %d %s, want %d and an error", bad.ctype, bad.body, r.status, r.body, bad.status)
 		}
 	}
-	if r := send(t, "GET", d.base+"/count", "", ""); r.status != 200 || r.body != "{\"charges\":3}\n" {
-		t.Fatalf("GET /count: %d %q, want {\"charges\":3}", r.status, r.body)
+	if r := send(t, "GET", d.base+"/count", "", ""); r.status != 200 || r.body != "{\"count\":3}\n" {
+		t.Fatalf("GET /count: %d %q, want {\"count\":3}", r.status, r.body)
 	}
 	var list struct {
 		Data []demoCharge `json:"data"`
@@ -177,5 +177,25 @@ func TestDemoUpstreamText(t *testing.T) {
 	}
 	if _, _, code := cli(t, "demo-upstream", "extra"); code != exitUsage {
 		t.Fatalf("with an argument: exit %d, want 2", code)
+	}
+}
+
+// idem audit, counting the demo's charges through GET /count, fails the
+// demo audited straight (it runs every retry again) and passes it behind
+// the proxy: what docs/http.md says of idem demo-upstream.
+func TestDemoUpstreamAudited(t *testing.T) {
+	t.Parallel()
+	d := startDemo(t)
+	body := `{"amount":100,"currency":"EUR"}`
+	out, stderr, code := cli(t, "audit", d.base, "--sandbox", "--path", "/charges", "--body-json", body,
+		"--effects-url", d.base+"/count")
+	if code != exitFindings || !strings.Contains(out, "replay          fail") {
+		t.Fatalf("the demo audited straight: exit %d, want 3 with replay failed\n%s%s", code, out, stderr)
+	}
+	p := startProxy(t, "--scope-header", "X-User-Id", "--upstream", d.base, "--store", "memory://")
+	out, stderr, code = cli(t, "audit", p.url(""), "--sandbox", "--path", "/charges", "--body-json", body,
+		"--header", "X-User-Id=alice", "--as-a", "X-User-Id=alice", "--as-b", "X-User-Id=bob", "--effects-url", d.base+"/count")
+	if code != exitOK || !strings.Contains(out, "effects: counted (effects-url)") || strings.Contains(out, " fail ") {
+		t.Fatalf("the demo behind the proxy: exit %d, want 0 with effects counted\n%s%s", code, out, stderr)
 	}
 }

@@ -112,7 +112,7 @@ func outputHas(out, want string) bool {
 
 // TestREADMEQuickStart runs the README's quick start as pasted, in an empty
 // directory holding the built binary as ./idem, and checks every output
-// line it shows ("# HTTP/1.1 201 Created", "# {"charges":1}", …): a line
+// line it shows ("# HTTP/1.1 201 Created", "# {"count":1}", …): a line
 // of the command's output must hold its words in order. Servers ("&") run
 // in the background until the end, then get SIGTERM and must exit 0.
 //
@@ -200,7 +200,7 @@ func TestREADMEQuickStart(t *testing.T) {
 	// The point the quick start makes must stay in it: the retry through
 	// the proxy is a replay, and the API charged once.
 	all := strings.Join(checked, "\n")
-	for _, w := range []string{"Idempotent-Replayed: true", `{"charges":1}`} {
+	for _, w := range []string{"Idempotent-Replayed: true", `{"count":1}`} {
 		if !strings.Contains(all, w) {
 			t.Errorf("the quick start no longer shows %s", w)
 		}
