@@ -140,7 +140,15 @@ func TestUIConsoleInBrowser(t *testing.T) {
 	browse(t, ctx, u, "decide with the provider's object", chromedp.SetValue(chromedp.ID("lookup-status-in"), "201"),
 		chromedp.SendKeys(chromedp.ID("lookup-reason"), "provider shows re_77"))
 	screenshot(t, ctx, u, "ui-provider.png")
-	if st := submit(t, ctx, u, "decide", "#lookup-submit"); st != http.StatusOK {
+	// The lookup's form goes to the preview of what retries will receive;
+	// the decision is recorded from there.
+	if st := submit(t, ctx, u, "preview", "#lookup-submit"); st != http.StatusOK {
+		t.Fatalf("the preview landed on a %d page", st)
+	}
+	if pv := get(t, ctx, u, "read the preview", chromedp.Text(chromedp.ID("preview-body"))); pv != providerObj {
+		t.Fatalf("the preview shows %q, want the provider's object", pv)
+	}
+	if st := submit(t, ctx, u, "decide", "#resolve-submit"); st != http.StatusOK {
 		t.Fatalf("decision landed on a %d page", st)
 	}
 	if st := get(t, ctx, u, "read the state", chromedp.Text(chromedp.ID("record-state"))); st != "succeeded" {

@@ -1,10 +1,8 @@
 package ui
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -50,6 +48,8 @@ type bulkItem struct {
 	// Done is the outcome of applying it: "" (previewing), "applied",
 	// "skipped" or "failed".
 	Done string
+	// Hash is the SHA-256 of the result recorded, for the audit log.
+	Hash string
 }
 
 // parseBulk reads and checks a bulk form; the problem, when not empty, is
@@ -105,39 +105,6 @@ func parseBulk(r *http.Request) (*bulkForm, string) {
 	return b, ""
 }
 
-// checkBulkDecision checks one record's decision before it is previewed or
-// applied.
-//
-// TODO(merge ui-identity): once branch ui-identity is merged, call its
-// validateDecision (decision.go) here instead, so that a bulk decision is
-// held to exactly the rules of a single one.
-func checkBulkDecision(d Decision) error {
-	if d.As != "succeeded" {
-		return nil
-	}
-	if !d.HasBody || len(strings.TrimSpace(string(d.Body))) == 0 {
-		return errors.New("succeeded needs a body")
-	}
-	ct := d.ContentType
-	if ct == "" {
-		ct = "application/json"
-	}
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		return fmt.Errorf("content type %q: %v", d.ContentType, err)
-	}
-	if (mt == "application/json" || strings.HasSuffix(mt, "+json")) && !json.Valid(d.Body) {
-		return fmt.Errorf("the body is not valid JSON (content type %s)", mt)
-	}
-	return nil
-}
-
-// mayDecide reports whether the session's operator may decide records.
-//
-// TODO(merge ui-identity): once branch ui-identity is merged, use its role
-// check (viewer or decider) here.
-func mayDecide(*session) bool { return true }
-
 // plan builds the bulk items: each selected record as it is now, skipped
 // when it changed since it was shown or cannot take the decision, else
 // with what its retries will replay.
@@ -180,6 +147,9 @@ func (s *Server) plan(r *http.Request, b *bulkForm, bodies func(sel string) (str
 			continue
 		}
 		d := s.bulkDecision(b, cur)
+		if sess, ok := r.Context().Value(sessionKey{}).(*session); ok {
+			d.Operator = sess.operator
+		}
 		if b.UseProvider {
 			body, ok := bodies(sel)
 			if !ok {
@@ -193,7 +163,8 @@ func (s *Server) plan(r *http.Request, b *bulkForm, bodies func(sel string) (str
 			}
 		}
 		it.Body = string(d.Body)
-		if err := checkBulkDecision(d); err != nil {
+		// The rules of a single decision (validateDecision), record by record.
+		if err := validateDecision(cur, d); err != nil {
 			it.Skip = "refused: " + err.Error()
 			out = append(out, it)
 			continue
@@ -209,6 +180,7 @@ func (s *Server) plan(r *http.Request, b *bulkForm, bodies func(sel string) (str
 			out = append(out, it)
 			continue
 		}
+		it.Hash = resultHash(res)
 		replay := *cur
 		replay.Result, replay.State = res, idem.State(d.As)
 		it.Replay = toResponse(&replay)
@@ -294,11 +266,8 @@ func (s *Server) bulkPage(w http.ResponseWriter, status int, sess *session, b *b
 
 // bulkPreview shows, for each selected record, what its retries will
 // replay, or why it is left out, with a form that confirms the decision.
+// Only a decider gets here (requireRole in routes).
 func (s *Server) bulkPreview(w http.ResponseWriter, r *http.Request, sess *session) {
-	if !mayDecide(sess) {
-		s.refuse(w, r, http.StatusForbidden, "Not allowed", "Your role may look at records, not decide them.")
-		return
-	}
 	b, problem := parseBulk(r)
 	if problem != "" {
 		s.refuse(w, r, http.StatusBadRequest, "Bulk decision not previewed", problem)
@@ -311,16 +280,19 @@ func (s *Server) bulkPreview(w http.ResponseWriter, r *http.Request, sess *sessi
 // through Config.Decide with its own fence: a record that changed since
 // the preview (another version) is skipped and reported, never
 // overwritten, and the store refuses one that changes between the check
-// and the write.
+// and the write. Only a decider gets here (requireRole in routes).
 func (s *Server) bulkApply(w http.ResponseWriter, r *http.Request, sess *session) {
-	if !mayDecide(sess) {
-		s.refuse(w, r, http.StatusForbidden, "Not allowed", "Your role may look at records, not decide them.")
-		return
-	}
 	b, problem := parseBulk(r)
 	if problem != "" {
 		s.refuse(w, r, http.StatusBadRequest, "Bulk decision not applied", problem)
 		return
+	}
+	if s.audit != nil {
+		if err := s.audit.ready(); err != nil {
+			s.refuse(w, r, http.StatusServiceUnavailable, "Bulk decision refused: the audit log cannot take it",
+				err.Error()+". Nothing was changed: a decision is taken only when it can be logged.")
+			return
+		}
 	}
 	items := s.plan(r, b, postedBodies(r))
 	for i := range items {
@@ -347,24 +319,19 @@ func (s *Server) bulkApply(w http.ResponseWriter, r *http.Request, sess *session
 			continue
 		}
 		it.Done = "applied"
-		s.logDecision(r, sess, d, rec)
+		s.logDecision(r, sess, d, rec, it.Hash)
 	}
 	s.bulkPage(w, http.StatusOK, sess, b, items, true)
 }
 
 // logDecision writes a decision applied through the dashboard to its log
-// and, with Config.AuditLog, to the audit trail, as a single decision is.
-func (s *Server) logDecision(r *http.Request, sess *session, d Decision, rec *idem.Record) {
-	entry := AuditEntry{At: s.cfg.Now().UTC(), Operator: sess.operator, Scope: d.Scope, Key: d.Key, Decision: d.As,
-		Status: d.Status, Reason: d.Reason, FromFence: d.IfFence, Remote: r.RemoteAddr}
+// and, with Config.AuditLog, to the audit trail, as a single decision is
+// (recordDecision).
+func (s *Server) logDecision(r *http.Request, sess *session, d Decision, rec *idem.Record, result string) {
+	entry := AuditEntry{At: s.cfg.Now().UTC(), Operator: sess.operator, Role: string(sess.role), Scope: d.Scope, Key: d.Key, Decision: d.As,
+		Status: d.Status, ContentType: d.ContentType, Result: result, Reason: d.Reason, FromFence: d.IfFence, Remote: r.RemoteAddr}
 	if rec != nil {
 		entry.ToFence = rec.Fence
 	}
-	s.cfg.Logger.Info("idem ui: record decided", "operator", sess.operator, "decision", d.As, "reason", d.Reason,
-		"from_fence", d.IfFence, "to_fence", entry.ToFence, "bulk", true)
-	if s.audit != nil {
-		if err := s.audit.append(entry); err != nil {
-			s.cfg.Logger.Error("idem ui: audit log append failed", "err", err, "operator", sess.operator, "decision", d.As, "reason", d.Reason)
-		}
-	}
+	s.recordDecision(entry)
 }

@@ -152,8 +152,8 @@ func TestBulkSucceededNeedsARealBody(t *testing.T) {
 	if resp, body := f.post("/bulk/preview", form()); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "never invents one") {
 		t.Fatalf("succeeded without a body: %d\n%s", resp.StatusCode, body)
 	}
-	if resp, body := f.post("/bulk/preview", form("body", "{paid: true")); resp.StatusCode != http.StatusOK ||
-		strings.Count(body, "refused: the body is not valid JSON") != 2 || strings.Contains(body, `id="bulk-apply"`) {
+	if resp, body := f.post("/bulk/preview", form("body", "{paid: true", "status", "201")); resp.StatusCode != http.StatusOK ||
+		strings.Count(body, "refused: "+msgInvalidJSON) != 2 || strings.Contains(body, `id="bulk-apply"`) {
 		t.Fatalf("succeeded with a body that is not JSON: %d\n%s", resp.StatusCode, body)
 	}
 	if _, body := f.post("/bulk/preview", form("body", `{"paid": true}`, "as", "released", "reason", "")); !strings.Contains(body, "A reason is required") {
@@ -251,7 +251,7 @@ func TestProviderLookupPage(t *testing.T) {
 	form.Set("content_type", "application/json")
 	form.Set("body", providerObj)
 	form.Set("reason", "the provider has it")
-	if resp, b := f.post("/record/resolve", form); resp.StatusCode != http.StatusSeeOther {
+	if resp, b := f.decide(form); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("deciding with the provider's object: %d\n%s", resp.StatusCode, b)
 	}
 	if r := f.getRec("", "p-1"); r.State != idem.StateSucceeded {

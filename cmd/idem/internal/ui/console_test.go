@@ -90,7 +90,7 @@ func (f *fixture) decideOnPage(scope, key string, form url.Values) *http.Respons
 	form.Set("fence", fence[1])
 	form.Set("scope", scope)
 	form.Set("key", key)
-	resp, body := f.post("/record/resolve", form)
+	resp, body := f.decide(form) // its preview first, as the page asks
 	if resp.StatusCode != http.StatusSeeOther {
 		f.t.Fatalf("decision on %s: %d\n%s", key, resp.StatusCode, body)
 	}

@@ -113,6 +113,6 @@ func (s *Server) lookupPage(w http.ResponseWriter, r *http.Request, sess *sessio
 	s.render(w, http.StatusOK, "lookup", map[string]any{
 		"Title": "Provider: " + key, "Operator": sess.operator, "CSRF": sess.csrf, "Nav": "unknown",
 		"R": rw, "L": lk,
-		"Offer": lk.Found && lk.Applied.Status == reconcile.StatusApplied && rw.State == string(idem.StateUnknown),
+		"Offer": lk.Found && lk.Applied.Status == reconcile.StatusApplied && rw.State == string(idem.StateUnknown) && sess.can(RoleDecider),
 	})
 }

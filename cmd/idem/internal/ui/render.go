@@ -36,6 +36,8 @@ func (s *Server) render(w http.ResponseWriter, status int, page string, data map
 	if data["Operator"] == nil {
 		data["Operator"] = ""
 	}
+	// With the shared token, every page says that names are not verified.
+	data["TokenBanner"] = s.tokenMode() && page != "login"
 	var buf bytes.Buffer
 	if err := s.tmpl[page].Execute(&buf, data); err != nil {
 		s.cfg.Logger.Error("idem ui: template", "page", page, "err", err)

@@ -388,6 +388,7 @@ func (s *Server) recordsList(w http.ResponseWriter, r *http.Request, sess *sessi
 		data["Next"] = searchLink(v, page.Next)
 	}
 	data["FirstLink"] = searchLink(v, nil)
+	data["CanDecide"] = sess.can(RoleDecider)
 	data["Pushed"], data["Filtered"] = describeQuery(q)
 	s.render(w, http.StatusOK, "records", data)
 }

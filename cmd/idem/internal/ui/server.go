@@ -65,15 +65,22 @@ type Decision struct {
 type Config struct {
 	// Store holds the records shown. Required.
 	Store idem.Store
-	// Token is the secret the login form asks for. Required, at least 16
-	// bytes.
+	// Operators are the people who may log in, each with their own
+	// password and role (an operators file, [ParseOperators]). Either
+	// Operators or Token is required, not both.
+	Operators []Operator
+	// Token is the one shared secret the login form asks for when there
+	// are no Operators, at least 16 bytes. Whoever holds it logs in under
+	// any name they type, so the audit log records that name as
+	// "token:NAME": nothing verified it.
 	Token []byte
 	// Decide applies a decision (idem ui passes the function behind
 	// `idem resolve`). It returns the new record, or nil when released.
 	// Required.
 	Decide func(ctx context.Context, d Decision) (*idem.Record, error)
 	// Operator names whoever decides through this server in the audit
-	// trail. Defaults to empty: the login form asks each operator's name.
+	// trail, with the shared Token only (recorded as "token:NAME").
+	// Defaults to empty: the login form asks each operator's name.
 	Operator string
 	// MetricsURL is a proxy's /metrics (Prometheus text) sampled for the
 	// outcome chart and the duplicate ratio. Defaults to empty: the chart
@@ -134,6 +141,11 @@ type Server struct {
 	running atomic.Pointer[snapshot]
 	// decided holds what this process decided since that snapshot.
 	decided decided
+
+	// operators are Config.Operators by name; nil with the shared token.
+	operators map[string]Operator
+	// dummyHash is checked for a login name no operator has.
+	dummyHash []byte
 }
 
 // New checks cfg, fills its defaults and returns the server. Close stops
@@ -142,7 +154,7 @@ func New(cfg Config) (*Server, error) {
 	switch {
 	case cfg.Store == nil:
 		return nil, fmt.Errorf("%w: Store is required", ErrConfig)
-	case len(cfg.Token) < 16:
+	case len(cfg.Operators) == 0 && len(cfg.Token) < 16:
 		return nil, fmt.Errorf("%w: Token must be at least 16 bytes, got %d", ErrConfig, len(cfg.Token))
 	case cfg.Decide == nil:
 		return nil, fmt.Errorf("%w: Decide is required", ErrConfig)
@@ -170,8 +182,14 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, tmpl: tm, sessions: sessions{m: map[string]*session{}, ttl: cfg.SessionTTL, now: cfg.Now}}
+	if err := s.initAuth(); err != nil {
+		return nil, err
+	}
 	if cfg.AuditLog != "" {
 		s.audit = &auditLog{path: cfg.AuditLog}
+		if err := s.audit.check(); err != nil {
+			return nil, err
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
@@ -239,11 +257,11 @@ func (s *Server) routes() {
 	m.Handle("GET /{$}", s.authed(s.overview))
 	m.Handle("GET /unknown", s.authed(s.unknownList))
 	m.Handle("GET /record", s.authed(s.recordPage))
-	m.Handle("POST /record/resolve", s.authed(s.resolve))
+	m.Handle("POST /record/resolve", s.authed(s.requireRole(RoleDecider, s.resolve)))
 	m.Handle("GET /records", s.authed(s.recordsList))
 	m.Handle("GET /record/lookup", s.authed(s.lookupPage))
-	m.Handle("POST /bulk/preview", s.authed(s.bulkPreview))
-	m.Handle("POST /bulk/apply", s.authed(s.bulkApply))
+	m.Handle("POST /bulk/preview", s.authed(s.requireRole(RoleDecider, s.bulkPreview)))
+	m.Handle("POST /bulk/apply", s.authed(s.requireRole(RoleDecider, s.bulkApply)))
 	s.mux = m
 }
 

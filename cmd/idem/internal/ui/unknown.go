@@ -216,7 +216,7 @@ func (s *Server) unknownList(w http.ResponseWriter, r *http.Request, sess *sessi
 		"Title": "Unknown records", "Operator": sess.operator, "CSRF": sess.csrf, "Nav": "unknown",
 		"Page": page, "Next": next, "First": after == nil, "Problem": problem,
 		"Older": q.Get("older"), "Op": q.Get("op"), "Scope": q.Get("scope"),
-		"Released": q.Get("released"), "ProviderOn": s.cfg.Provider != nil,
+		"Released": q.Get("released"), "ProviderOn": s.cfg.Provider != nil, "CanDecide": sess.can(RoleDecider),
 	})
 }
 
