@@ -33,6 +33,11 @@ func exported(t *testing.T) map[string]map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
+	unkeyed, err := idemprom.NewUnkeyedRequests(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unkeyed.Inc("POST", idemprom.UnkeyedForwarded)
 	// Touch every labelled series so that it is gathered.
 	eng, _ := idem.New(st, idem.Config{Observer: obs})
 	_, _ = eng.DoBytes(context.Background(), idem.Request{Key: "k", Operation: "op"},

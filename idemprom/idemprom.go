@@ -17,8 +17,10 @@
 //	idem_store_lost_claims_total                outcome writes that found their claim lost by the store (a failover, a forgetting store)
 //
 // [NewStoreCollector] adds the unknown-record gauges (idem_unknown_records,
-// idem_oldest_unknown_age_seconds) read from the store, and
-// [NewReconcileMetrics] the reconciliation metrics (idem_reconcile_*).
+// idem_oldest_unknown_age_seconds) read from the store,
+// [NewReconcileMetrics] the reconciliation metrics (idem_reconcile_*), and
+// [NewUnkeyedRequests] idem_unkeyed_requests_total{method,result}, the
+// requests of a protected method that came without an Idempotency-Key.
 // docs/metrics.md lists them all.
 package idemprom
 

@@ -23,6 +23,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/rs/zerolog v1.28.0
+	golang.org/x/crypto v0.58.0
 	google.golang.org/grpc v1.85.0
 	modernc.org/sqlite v1.62.0
 )

@@ -111,7 +111,7 @@ func topUsage(w io.Writer) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-13s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'idem COMMAND --help' for a command's flags and an example.")
 	fmt.Fprintln(w, "Exit codes: 0 ok, 1 failure, 2 usage; 3 when reconcile, doctor, audit, vet or tools-audit finds a problem.")

@@ -332,6 +332,11 @@ func runProxy(ctx context.Context, e *env, o proxyOpts, p *plan) error {
 	if err != nil {
 		return err
 	}
+	unkeyed, err := idemprom.NewUnkeyedRequests(reg)
+	if err != nil {
+		return err
+	}
+	h = countUnkeyed(h, p.methods, o.requireKey, unkeyed)
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return err
@@ -347,6 +352,9 @@ func runProxy(ctx context.Context, e *env, o proxyOpts, p *plan) error {
 		admin = &http.Server{Handler: adminHandler(st, spool, reg), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = admin.Serve(aln) }()
 		log.Info("idem proxy admin listening", "addr", aln.Addr().String())
+	}
+	if !o.requireKey {
+		log.Warn(unkeyedWarning, "methods", strings.Join(p.methods, ","))
 	}
 	if p.scope.mode == scopeGlobal {
 		log.Warn("idem proxy: keys share one global scope (--global-scope): any caller can replay any other caller's response by reusing its key")

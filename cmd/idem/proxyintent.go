@@ -60,8 +60,10 @@ func (f *intentFlag) Set(v string) error {
 const maxIntentValue = 256
 
 // proxyIntent returns the middleware's intent hook for the proxy: the
-// request's method and path always (an operator deciding an unknown record
-// must see which call it was), and the --intent fields read from the body.
+// request's method, path and media type (content_type) always (an
+// operator deciding an unknown record must see which call it was, and
+// idem ui holds a decision on a JSON call to a JSON body), and the
+// --intent fields read from the body.
 func proxyIntent(fields intentFlag) func(r *http.Request, body []byte, in *idem.Intent) {
 	return func(r *http.Request, body []byte, in *idem.Intent) {
 		if in.Fields == nil {
@@ -69,6 +71,11 @@ func proxyIntent(fields intentFlag) func(r *http.Request, body []byte, in *idem.
 		}
 		in.Fields["method"] = r.Method
 		in.Fields["path"] = clip(r.URL.Path)
+		// The request's media type: an operator deciding the record in
+		// idem ui must give a JSON answer to a call that spoke JSON.
+		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err == nil {
+			in.Fields["content_type"] = clip(mt)
+		}
 		if len(fields) == 0 || len(body) == 0 {
 			return
 		}

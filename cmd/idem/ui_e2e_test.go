@@ -166,12 +166,17 @@ func submit(t *testing.T, ctx context.Context, u *uiProc, what, button string) i
 
 // TestUIInBrowser is an operator's round in a real browser: a proxy is
 // killed while the upstream applies a payment, and the record is unknown.
-// The operator logs in, sees it counted and listed, opens it, and
-// resolves it succeeded with a reason; the count drops, the audit trail
-// names them, and the client's retry through the proxy replays the
-// decided response without reaching the upstream again. A form posted
-// without its CSRF token, or on a record that changed since the page was
-// loaded, is refused; a page asked for without a login goes to the login.
+// A wrong password is refused; the operator logs in with their own (an
+// operators file made with idem ui passwd), sees the record counted and
+// listed, opens it, is refused an empty succeeded, previews the
+// provider's answer as the next retry will receive it, and resolves it
+// succeeded with a reason; the count drops, the audit trail names the
+// verified operator and its chain verifies, and the client's retry
+// through the proxy replays exactly the preview without reaching the
+// upstream again. A viewer logged in next sees the records and no form.
+// A form posted without its CSRF token, or on a record that changed since
+// the page was loaded, is refused; a page asked for without a login goes
+// to the login.
 // With IDEM_UI_SCREENSHOTS=DIR it writes the overview and the record page
 // as PNGs there (docs/ holds the committed ones).
 func TestUIInBrowser(t *testing.T) {
@@ -217,13 +222,22 @@ func TestUIInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tokenFile := filepath.Join(dir, "token")
-	const token = "e2e-token-0123456789abcdef"
-	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+	// Two operators, their lines made by idem ui passwd from a pipe.
+	const alicePW, victorPW = "alice-e2e-password", "victor-e2e-password"
+	var opsLines string
+	for _, o := range [][3]string{{"alice", alicePW, "decider"}, {"victor", victorPW, "viewer"}} {
+		line, errOut, code := passwd(t, o[1]+"\n", o[0], "--role", o[2])
+		if code != 0 {
+			t.Fatalf("idem ui passwd %s: %d %s", o[0], code, errOut)
+		}
+		opsLines += line
+	}
+	opsFile := filepath.Join(dir, "operators")
+	if err := os.WriteFile(opsFile, []byte(opsLines), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	audit := filepath.Join(dir, "audit.jsonl")
-	u := startUI(t, "--store", db, "--token-file", tokenFile, "--audit-log", audit, "--reconcile-report", report,
+	u := startUI(t, "--store", db, "--operators-file", opsFile, "--audit-log", audit, "--reconcile-report", report,
 		"--metrics-url", "http://"+p2.admin+"/metrics", "--metrics-every", "1s")
 
 	// Without a login every page goes to the login form.
@@ -231,7 +245,16 @@ func TestUIInBrowser(t *testing.T) {
 	if loc := get(t, ctx, u, "location", chromedp.Location()); !strings.Contains(loc, "/login?next=") {
 		t.Fatalf("/unknown without a login landed on %s", loc)
 	}
-	browse(t, ctx, u, "log in", chromedp.SendKeys(chromedp.ID("operator"), "alice"), chromedp.SendKeys(chromedp.ID("token"), token))
+	// A wrong password is refused, with the answer an unknown name gets.
+	browse(t, ctx, u, "log in wrongly", chromedp.SendKeys(chromedp.ID("operator"), "alice"), chromedp.SendKeys(chromedp.ID("password"), victorPW))
+	if st := submit(t, ctx, u, "log in wrongly", "#login-submit"); st != http.StatusUnauthorized {
+		t.Fatalf("a wrong password landed on a %d page, want 401", st)
+	}
+	if msg := get(t, ctx, u, "read the refusal", chromedp.Text(chromedp.ID("problem"))); msg != "Wrong operator name or password." {
+		t.Fatalf("wrong password: %q", msg)
+	}
+	browse(t, ctx, u, "log in", chromedp.WaitVisible(chromedp.ID("login")), chromedp.SendKeys(chromedp.ID("operator"), "alice"),
+		chromedp.SendKeys(chromedp.ID("password"), alicePW))
 	if st := submit(t, ctx, u, "log in", "#login-submit"); st != http.StatusOK {
 		t.Fatalf("login landed on a %d page", st)
 	}
@@ -306,9 +329,39 @@ func TestUIInBrowser(t *testing.T) {
 	if st := get(t, ctx, u, "read the state", chromedp.Text(chromedp.ID("record-state"))); st != "unknown" {
 		t.Fatalf("record page state %q", st)
 	}
-	browse(t, ctx, u, "fill the decision", chromedp.Click(chromedp.ID("as-succeeded")), chromedp.SetValue(chromedp.ID("status"), "201"),
-		chromedp.SetValue(chromedp.ID("body"), `{"id":"ch_3PqL9x","paid":true}`),
+	// An empty succeeded is refused: every retry would get 201 and nothing.
+	browse(t, ctx, u, "fill an empty success", chromedp.Click(chromedp.ID("as-succeeded")), chromedp.SetValue(chromedp.ID("status"), "201"),
 		chromedp.SendKeys(chromedp.ID("reason"), "provider dashboard shows ch_3PqL9x captured"))
+	if st := submit(t, ctx, u, "preview an empty success", "#preview-submit"); st != http.StatusBadRequest {
+		t.Fatalf("empty succeeded: %d, want 400", st)
+	}
+	if msg := get(t, ctx, u, "read the refusal", chromedp.Text(chromedp.ID("problem"))); !strings.Contains(msg, "An empty body on succeeded is refused") {
+		t.Fatalf("empty succeeded: %q", msg)
+	}
+	if out, _, _ := cli(t, "get", "charge:v1:shop:o-1042", "--store", db); !strings.Contains(out, "unknown") {
+		t.Fatalf("a refused empty success changed the record:\n%s", out)
+	}
+	// The call spoke JSON (the proxy recorded its media type): a text
+	// answer is refused.
+	browse(t, ctx, u, "fill a text answer", chromedp.SetValue(chromedp.ID("body"), "captured"))
+	if st := submit(t, ctx, u, "preview a text answer", "#preview-submit"); st != http.StatusBadRequest {
+		t.Fatalf("text answer to a JSON call: %d, want 400", st)
+	}
+	if msg := get(t, ctx, u, "read the refusal", chromedp.Text(chromedp.ID("problem"))); !strings.Contains(msg, "not valid JSON") || !strings.Contains(msg, "request application/json") {
+		t.Fatalf("text answer to a JSON call: %q", msg)
+	}
+	// The provider's answer, pasted; the preview shows what retries get.
+	const answer = `{"id":"ch_3PqL9x","paid":true}`
+	browse(t, ctx, u, "fill the decision", chromedp.SetValue(chromedp.ID("body"), answer))
+	if st := submit(t, ctx, u, "preview", "#preview-submit"); st != http.StatusOK {
+		t.Fatalf("preview landed on a %d page", st)
+	}
+	pvStatus := get(t, ctx, u, "read the preview", chromedp.Text(chromedp.ID("preview-status")))
+	pvHeaders := get(t, ctx, u, "read the preview", chromedp.Text(chromedp.ID("preview-headers")))
+	pvBody := get(t, ctx, u, "read the preview", chromedp.Text(chromedp.ID("preview-body")))
+	if pvStatus != "HTTP 201" || !strings.Contains(pvHeaders, "application/json") || pvBody != answer {
+		t.Fatalf("preview: %q %q %q", pvStatus, pvHeaders, pvBody)
+	}
 	screenshot(t, ctx, u, "ui-record.png")
 	if st := submit(t, ctx, u, "resolve", "#resolve-submit"); st != http.StatusOK {
 		t.Fatalf("resolve landed on a %d page", st)
@@ -325,13 +378,22 @@ func TestUIInBrowser(t *testing.T) {
 	if !strings.Contains(u.logs(), `actor=alice`) || !strings.Contains(u.logs(), "ch_3PqL9x captured") {
 		t.Fatalf("the ui's log does not name the operator and the reason:\n%s", u.logs())
 	}
-	if b, err := os.ReadFile(audit); err != nil || !strings.Contains(string(b), `"operator":"alice"`) {
+	if b, err := os.ReadFile(audit); err != nil || !strings.Contains(string(b), `"operator":"alice","role":"decider"`) {
 		t.Fatalf("audit log: %v\n%s", err, b)
+	}
+	out, errOut, code := cli(t, "ui", "verify-log", audit)
+	if code != 0 || !strings.Contains(out, "intact, 1 lines, head ") {
+		t.Fatalf("verify-log: %d %s%s", code, out, errOut)
+	}
+	// The head verify-log reports is the one the dashboard logged: the
+	// anchor an operator keeps elsewhere.
+	if head := strings.TrimSpace(out[strings.LastIndex(out, " ")+1:]); !strings.Contains(u.logs(), "head="+head) {
+		t.Fatalf("the dashboard did not log the audit log's head %s:\n%s", head, u.logs())
 	}
 
 	// The client's retry replays the decision; the upstream is not asked again.
 	r := send(t, "POST", p2.url("/v1/charges"), `"charge:v1:shop:o-1042"`, `{"amount":4999,"currency":"EUR","operation":"charge","customer":"cus_81"}`)
-	if r.status != 201 || r.header.Get("Idempotent-Replayed") != "true" || r.body != `{"id":"ch_3PqL9x","paid":true}` {
+	if r.status != 201 || r.header.Get("Idempotent-Replayed") != "true" || r.body != answer || r.header.Get("Content-Type") != "application/json" {
 		t.Fatalf("retry after the decision: %d %q %s", r.status, r.header.Get("Idempotent-Replayed"), r.body)
 	}
 	if n := up.count("/v1/charges"); n != 1 {
@@ -345,6 +407,19 @@ func TestUIInBrowser(t *testing.T) {
 	browse(t, ctx, u, "open / without a session", chromedp.Navigate(u.url("/")), chromedp.WaitVisible(chromedp.ID("login")))
 	if loc := get(t, ctx, u, "location", chromedp.Location()); !strings.Contains(loc, "/login") {
 		t.Fatalf("/ without a session landed on %s", loc)
+	}
+
+	// The second operator, a viewer: the records, and no form.
+	browse(t, ctx, u, "log in as victor", chromedp.SendKeys(chromedp.ID("operator"), "victor"), chromedp.SendKeys(chromedp.ID("password"), victorPW))
+	if st := submit(t, ctx, u, "log in as victor", "#login-submit"); st != http.StatusOK {
+		t.Fatalf("victor's login landed on a %d page", st)
+	}
+	browse(t, ctx, u, "victor opens a refund", chromedp.Navigate(refund), chromedp.WaitVisible(chromedp.ID("viewer-note")))
+	if who := get(t, ctx, u, "read who", chromedp.Text(chromedp.CSS(".who strong"))); who != "victor" {
+		t.Fatalf("signed in as %q, want victor", who)
+	}
+	if n := get(t, ctx, u, "count forms", chromedp.Evaluate[int](`document.querySelectorAll("#resolve-form").length`)); n != 0 {
+		t.Fatal("a viewer is offered the decision form")
 	}
 }
 

@@ -26,7 +26,7 @@ func TestUIUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--store", db}, "--token-file is required"},
+		{[]string{"--store", db}, "--operators-file is required"},
 		{[]string{"--store", db, "--token-file", short}, "at least 16"},
 		{[]string{"--store", db, "--token-file", filepath.Join(dir, "none")}, "--token-file"},
 		{[]string{"--store", db, "--token-file", good, "--listen", "0.0.0.0:8788"}, "not a loopback address"},

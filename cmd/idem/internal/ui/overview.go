@@ -152,7 +152,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, sess *session)
 		s.refuse(w, r, http.StatusBadGateway, "Store not readable", err.Error())
 		return
 	}
-	oldest, err := listUnknown(ctx, s.cfg.Store, UnknownFilter{}, 1, now, s.running.Load())
+	oldest, err := listUnknown(ctx, s.cfg.Store, UnknownFilter{}, 1, now, s.runningView())
 	if err != nil {
 		s.refuse(w, r, http.StatusBadGateway, "Store not readable", err.Error())
 		return

@@ -6,9 +6,11 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/cmd/idem/internal/storeopen"
 	"github.com/idemkit/idem/internal/testenv"
+	"github.com/idemkit/idem/memstore"
 )
 
 // benchRecords is how many records the paging benchmark's store holds:
@@ -241,5 +244,108 @@ func BenchmarkOverviewCounts(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// memBench is a memory store holding the same million records as the
+// SQLite one (the same keys, scopes, states, intents and times), made once.
+var (
+	memBenchOnce sync.Once
+	memBench     *memstore.Store
+)
+
+func benchMemstore(b *testing.B) idem.Store {
+	memBenchOnce.Do(func() {
+		start := time.Now()
+		st := memstore.New()
+		ctx := context.Background()
+		for i := range benchRecords {
+			op, state := "charge", idem.StateSucceeded
+			if i%benchUnknownEvery == 0 {
+				state = idem.StateUnknown
+			}
+			if i%benchRefundEvery == 0 {
+				op = "refund"
+			}
+			in := fmt.Appendf(nil, `{"operation":%q,"amount":%d,"currency":"EUR","origin":"http","fields":{"method":"POST","path":"/v1/charges"}}`, op, 100+i%9000)
+			at := benchBase.Add(time.Duration(i) * benchSpacingMicros * time.Microsecond)
+			scope, key := fmt.Sprintf("%064x", i%7), fmt.Sprintf("charge:v1:shop:o-%07d", i)
+			cr, err := st.Claim(ctx, idem.ClaimParams{Scope: scope, Key: key, AttemptID: fmt.Sprint("att-", i), Intent: in, Now: at, LeaseUntil: at.Add(time.Second)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			p := idem.FinishParams{Scope: scope, Key: key, Fence: 1, AttemptID: cr.Record.AttemptID, State: state, CompletedAt: at.Add(2 * time.Second)}
+			if state == idem.StateSucceeded {
+				p.Result, p.ExpiresAt = make([]byte, 200), benchBase.AddDate(10, 0, 0)
+			}
+			if _, err := st.Finish(ctx, p); err != nil {
+				b.Fatal(err)
+			}
+		}
+		memBench = st
+		b.Logf("memory: %d records made in %s", benchRecords, time.Since(start).Round(time.Millisecond))
+	})
+	return memBench
+}
+
+// BenchmarkSearchPage reads one page (50) of a search on the million
+// records, rendered to HTML as the /records page answers it: the first
+// page of everything; one key in its scope (a Get); a key prefix whose
+// records come early (read while paging: the store has no key filter); a
+// prefix matching nothing (the worst page: it stops after searchScan
+// records and links to the next); unknown refunds from 50 to 60 EUR; and
+// succeeded records newer than two days (the age pushed into the store as a
+// cursor). The memory store lists by cloning and sorting every record,
+// so only the first two are timed on it.
+//
+//	nice -n 10 go test -run '^$' -bench SearchPage -benchtime 10x ./internal/ui
+func BenchmarkSearchPage(b *testing.B) {
+	now := benchBase.AddDate(0, 0, 30)
+	cases := []struct {
+		name  string
+		v     url.Values
+		want  int
+		inMem bool
+	}{
+		{"all-first", url.Values{}, 50, true},
+		{"key-in-scope", url.Values{"key": {"charge:v1:shop:o-0500003"}, "scope": {fmt.Sprintf("%064x", 500003%7)}}, 1, true},
+		{"key-prefix", url.Values{"key": {"charge:v1:shop:o-00001"}, "match": {"prefix"}}, 50, false},
+		{"key-prefix-none", url.Values{"key": {"nothing:"}, "match": {"prefix"}}, 0, false},
+		{"unknown-refunds-50-60EUR", url.Values{"state": {"unknown"}, "op": {"refund"}, "min": {"50"}, "max": {"60"}}, 50, false},
+		{"succeeded-newer-2d", url.Values{"state": {"succeeded"}, "newer": {"2d"}}, 50, false},
+	}
+	for _, backend := range []string{"sqlite", "memory"} {
+		for _, c := range cases {
+			if backend == "memory" && !c.inMem {
+				continue
+			}
+			b.Run(backend+"/"+c.name, func(b *testing.B) {
+				var st idem.Store
+				if backend == "memory" {
+					st = benchMemstore(b)
+				} else {
+					st = benchStore(b, backend)
+				}
+				s, err := New(Config{Store: st, Token: []byte(testToken), RunningEvery: -1, Now: func() time.Time { return now },
+					Decide: func(context.Context, Decision) (*idem.Record, error) { return nil, nil }})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				sess := &session{operator: "bench", csrf: "x"}
+				req := httptest.NewRequest("GET", "/records?"+c.v.Encode(), nil)
+				b.ResetTimer()
+				for b.Loop() {
+					w := httptest.NewRecorder()
+					s.recordsList(w, req, sess)
+					if w.Code != 200 {
+						b.Fatalf("%d: %s", w.Code, w.Body)
+					}
+					if n := strings.Count(w.Body.String(), `<a class="key"`); n != c.want {
+						b.Fatalf("page of %d records, want %d", n, c.want)
+					}
+				}
+			})
+		}
 	}
 }

@@ -32,6 +32,13 @@ type row struct {
 	Attempts   int64
 	Version    string
 	Link       string
+	// SealedKey names the key an intent encrypted at rest is sealed with,
+	// when this server cannot open it (no --encryption-key-file, or a file
+	// without that key).
+	SealedKey string
+	// BodyDigest is the request body's digest idemhttp records (xxh64),
+	// when it does: the body itself is never stored.
+	BodyDigest string
 }
 
 // version names a record as loaded: it changes whenever anything a
@@ -45,14 +52,42 @@ func version(r *idem.Record, now time.Time) string {
 	return hex.EncodeToString(h.Sum(nil)[:12])
 }
 
+// Sel is the value of the row's bulk checkbox: the record and its
+// version as the list showed it, so that a bulk decision skips a record
+// that changed since.
+func (w row) Sel() string {
+	b, _ := json.Marshal([]string{w.Scope, w.Key, w.Version})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// parseSel reads a bulk checkbox's value.
+func parseSel(s string) (scope, key, ver string, ok bool) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return "", "", "", false
+	}
+	var v []string
+	if json.Unmarshal(b, &v) != nil || len(v) != 3 || v[1] == "" {
+		return "", "", "", false
+	}
+	return v[0], v[1], v[2], true
+}
+
 func toRow(r *idem.Record, now time.Time) row {
 	w := row{Scope: r.Scope, Key: r.Key, State: string(r.EffectiveState(now)), Stored: string(r.State),
 		Fence: r.Fence, Attempt: r.AttemptID, Created: r.CreatedAt, Age: now.Sub(r.CreatedAt),
 		Method: "-", Path: "-", Operation: "-", Amount: "-", Attempts: r.Fence, Version: version(r, now),
 		Link: recordLink(r.Scope, r.Key)}
+	if id, ok := idem.SealedKeyID(r.Intent); ok {
+		w.SealedKey = id
+		if id == "" {
+			w.SealedKey = "(unnamed)"
+		}
+	}
 	in, err := idem.DecodeIntent(r.Intent)
 	if err == nil && in != nil {
 		w.Intent = in
+		w.BodyDigest = in.Fields["body_xxh64"]
 		if v := in.Fields["method"]; v != "" {
 			w.Method = v
 		}

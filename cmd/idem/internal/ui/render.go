@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-var pages = []string{"login", "overview", "unknown", "record", "refused"}
+var pages = []string{"login", "overview", "unknown", "record", "refused", "records", "bulk", "lookup"}
 
 func parseTemplates() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
@@ -21,7 +21,7 @@ func parseTemplates() (map[string]*template.Template, error) {
 	}
 	out := map[string]*template.Template{}
 	for _, p := range pages {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html")
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials.html", "templates/"+p+".html")
 		if err != nil {
 			return nil, fmt.Errorf("ui: template %s: %w", p, err)
 		}
@@ -36,6 +36,8 @@ func (s *Server) render(w http.ResponseWriter, status int, page string, data map
 	if data["Operator"] == nil {
 		data["Operator"] = ""
 	}
+	// With the shared token, every page says that names are not verified.
+	data["TokenBanner"] = s.tokenMode() && page != "login"
 	var buf bytes.Buffer
 	if err := s.tmpl[page].Execute(&buf, data); err != nil {
 		s.cfg.Logger.Error("idem ui: template", "page", page, "err", err)

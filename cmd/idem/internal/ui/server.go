@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/reconcile"
 )
 
 //go:embed templates/*.html
@@ -64,15 +65,22 @@ type Decision struct {
 type Config struct {
 	// Store holds the records shown. Required.
 	Store idem.Store
-	// Token is the secret the login form asks for. Required, at least 16
-	// bytes.
+	// Operators are the people who may log in, each with their own
+	// password and role (an operators file, [ParseOperators]). Either
+	// Operators or Token is required, not both.
+	Operators []Operator
+	// Token is the one shared secret the login form asks for when there
+	// are no Operators, at least 16 bytes. Whoever holds it logs in under
+	// any name they type, so the audit log records that name as
+	// "token:NAME": nothing verified it.
 	Token []byte
 	// Decide applies a decision (idem ui passes the function behind
 	// `idem resolve`). It returns the new record, or nil when released.
 	// Required.
 	Decide func(ctx context.Context, d Decision) (*idem.Record, error)
 	// Operator names whoever decides through this server in the audit
-	// trail. Defaults to empty: the login form asks each operator's name.
+	// trail, with the shared Token only (recorded as "token:NAME").
+	// Defaults to empty: the login form asks each operator's name.
 	Operator string
 	// MetricsURL is a proxy's /metrics (Prometheus text) sampled for the
 	// outcome chart and the duplicate ratio. Defaults to empty: the chart
@@ -99,6 +107,10 @@ type Config struct {
 	AllowRemote bool
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
+	// Provider, when set, is asked what it did for a record's forwarded key
+	// (idem ui --provider-url: the reconciler's HTTP lookup), on the
+	// record's page and for a bulk succeeded decision. Defaults to none.
+	Provider reconcile.Provider
 	// RunningEvery is how often the in_progress records are listed in the
 	// background, so that a page finds those whose lease has passed (unknown
 	// to every reader) without walking the store: on PostgreSQL, which
@@ -127,6 +139,13 @@ type Server struct {
 	// running is the latest in_progress snapshot; nil when pages list them
 	// live (RunningEvery < 0).
 	running atomic.Pointer[snapshot]
+	// decided holds what this process decided since that snapshot.
+	decided decided
+
+	// operators are Config.Operators by name; nil with the shared token.
+	operators map[string]Operator
+	// dummyHash is checked for a login name no operator has.
+	dummyHash []byte
 }
 
 // New checks cfg, fills its defaults and returns the server. Close stops
@@ -135,7 +154,7 @@ func New(cfg Config) (*Server, error) {
 	switch {
 	case cfg.Store == nil:
 		return nil, fmt.Errorf("%w: Store is required", ErrConfig)
-	case len(cfg.Token) < 16:
+	case len(cfg.Operators) == 0 && len(cfg.Token) < 16:
 		return nil, fmt.Errorf("%w: Token must be at least 16 bytes, got %d", ErrConfig, len(cfg.Token))
 	case cfg.Decide == nil:
 		return nil, fmt.Errorf("%w: Decide is required", ErrConfig)
@@ -163,8 +182,14 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, tmpl: tm, sessions: sessions{m: map[string]*session{}, ttl: cfg.SessionTTL, now: cfg.Now}}
+	if err := s.initAuth(); err != nil {
+		return nil, err
+	}
 	if cfg.AuditLog != "" {
 		s.audit = &auditLog{path: cfg.AuditLog}
+		if err := s.audit.check(); err != nil {
+			return nil, err
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
@@ -174,6 +199,7 @@ func New(cfg Config) (*Server, error) {
 		go func() { defer s.wg.Done(); s.metrics.run(ctx, cfg.MetricsEvery, cfg.Logger) }()
 	}
 	if cfg.RunningEvery > 0 {
+		s.cfg.Decide = overlaid(&s.decided, cfg.Now, cfg.Decide)
 		s.refreshRunning(ctx) // the first pages see them too
 		s.wg.Add(1)
 		go func() {
@@ -209,6 +235,7 @@ func (s *Server) refreshRunning(ctx context.Context) {
 		s.cfg.Logger.Warn("idem ui: more in_progress records than the dashboard tracks; the oldest are shown", "max", maxRunning)
 	}
 	s.running.Store(sn)
+	s.decided.forget(sn.at)
 }
 
 // Close stops the background sampling of MetricsURL and of the
@@ -230,7 +257,11 @@ func (s *Server) routes() {
 	m.Handle("GET /{$}", s.authed(s.overview))
 	m.Handle("GET /unknown", s.authed(s.unknownList))
 	m.Handle("GET /record", s.authed(s.recordPage))
-	m.Handle("POST /record/resolve", s.authed(s.resolve))
+	m.Handle("POST /record/resolve", s.authed(s.requireRole(RoleDecider, s.resolve)))
+	m.Handle("GET /records", s.authed(s.recordsList))
+	m.Handle("GET /record/lookup", s.authed(s.lookupPage))
+	m.Handle("POST /bulk/preview", s.authed(s.requireRole(RoleDecider, s.bulkPreview)))
+	m.Handle("POST /bulk/apply", s.authed(s.requireRole(RoleDecider, s.bulkApply)))
 	s.mux = m
 }
 

@@ -53,7 +53,9 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 	}
 	t.Cleanup(func() { eng.Close() })
 	cfg.Store = st
-	cfg.Token = []byte(testToken)
+	if cfg.Operators == nil {
+		cfg.Token = []byte(testToken)
+	}
 	if cfg.RunningEvery == 0 {
 		// The tests make records after New: pages list in_progress
 		// records live. TestRunningSnapshot tests the snapshot.
@@ -61,11 +63,26 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 	}
 	if cfg.Decide == nil {
 		cfg.Decide = func(ctx context.Context, d Decision) (*idem.Record, error) {
-			res := idem.Resolution{Actor: d.Operator, Reason: d.Reason, IfFence: d.IfFence, Result: d.Body}
+			// As idem ui's Decide does (resolvedResult in
+			// cmd/idem/resolution.go): the result encoded for the
+			// record's origin, written here on its own so that a
+			// preview that encodes otherwise differs from the replay.
+			res := idem.Resolution{Actor: d.Operator, Reason: d.Reason, IfFence: d.IfFence}
 			if d.As == "released" {
 				res.Release = true
 			} else {
 				res.As = idem.State(d.As)
+				cur, err := st.Get(ctx, d.Scope, d.Key)
+				if err != nil {
+					return nil, err
+				}
+				dec := idem.Decision{As: idem.State(d.As), Status: d.Status, ContentType: d.ContentType, Message: d.Reason}
+				if d.HasBody {
+					dec.Body = d.Body
+				}
+				if res.Result, err = idem.EncodeDecision(cur, dec); err != nil {
+					return nil, err
+				}
 			}
 			return eng.Resolve(ctx, d.Scope, idem.Key(d.Key), res)
 		}
@@ -307,13 +324,13 @@ func TestResolveAuditTrail(t *testing.T) {
 	rec := f.unknown("", "k1", "charge", 0)
 	_, page := f.get("/record?key=k1")
 	csrf, ver := fields(t, page)
-	resp, _ := f.post("/record/resolve", url.Values{"csrf": {csrf}, "key": {"k1"}, "fence": {fmt.Sprint(rec.Fence)}, "version": {ver},
+	resp, _ := f.decide(url.Values{"csrf": {csrf}, "key": {"k1"}, "fence": {fmt.Sprint(rec.Fence)}, "version": {ver},
 		"as": {"failed"}, "reason": {"card declined per provider"}})
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("post: %d", resp.StatusCode)
 	}
 	_, page = f.get(resp.Header.Get("Location"))
-	for _, want := range []string{"alice", "card declined per provider", "decided failed", "Resolved as failed"} {
+	for _, want := range []string{"token:alice", "card declined per provider", "decided failed", "Resolved as failed"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("record page after the decision lacks %q", want)
 		}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -106,6 +107,9 @@ type stream struct {
 	lf   idem.ListFilter
 	buf  []idem.Record
 	done bool
+	// batch is how many records each List after the first asks for;
+	// 0 is listBatch.
+	batch int
 }
 
 func (s *stream) peek(ctx context.Context) (*idem.Record, error) {
@@ -120,6 +124,9 @@ func (s *stream) peek(ctx context.Context) (*idem.Record, error) {
 			s.lf.After = &idem.Cursor{CreatedAt: last.CreatedAt, Scope: last.Scope, Key: last.Key}
 		}
 		s.buf, s.lf.Limit = recs, listBatch
+		if s.batch > 0 {
+			s.lf.Limit = s.batch
+		}
 	}
 	if len(s.buf) == 0 {
 		return nil, nil
@@ -190,7 +197,7 @@ func (s *Server) unknownList(w http.ResponseWriter, r *http.Request, sess *sessi
 	}
 	f.After = after
 	now := s.cfg.Now()
-	page, err := listUnknown(r.Context(), s.cfg.Store, f, s.cfg.PageSize, now, s.running.Load())
+	page, err := listUnknown(r.Context(), s.cfg.Store, f, s.cfg.PageSize, now, s.runningView())
 	if err != nil {
 		s.refuse(w, r, http.StatusBadGateway, "Store not readable", err.Error())
 		return
@@ -209,7 +216,7 @@ func (s *Server) unknownList(w http.ResponseWriter, r *http.Request, sess *sessi
 		"Title": "Unknown records", "Operator": sess.operator, "CSRF": sess.csrf, "Nav": "unknown",
 		"Page": page, "Next": next, "First": after == nil, "Problem": problem,
 		"Older": q.Get("older"), "Op": q.Get("op"), "Scope": q.Get("scope"),
-		"Released": q.Get("released"),
+		"Released": q.Get("released"), "ProviderOn": s.cfg.Provider != nil, "CanDecide": sess.can(RoleDecider),
 	})
 }
 
@@ -222,6 +229,10 @@ const maxRunning = 100_000
 type snapshot struct {
 	at   time.Time
 	recs []idem.Record
+	// hidden, when not nil, leaves out the records this process decided
+	// after the snapshot was taken (see [decided]); a page sets it on its
+	// own shallow copy.
+	hidden func(r *idem.Record) bool
 }
 
 // takeSnapshot lists every in_progress record, a batch at a time.
@@ -261,7 +272,85 @@ func (sn *snapshot) matching(lf idem.ListFilter) []idem.Record {
 		if c := lf.After; c != nil && !before(&idem.Record{CreatedAt: c.CreatedAt, Scope: c.Scope, Key: c.Key}, r) {
 			continue
 		}
+		if sn.hidden != nil && sn.hidden(r) {
+			continue
+		}
 		out = append(out, *r)
 	}
 	return out
+}
+
+// decided remembers the records this process decided since the last
+// in_progress snapshot was taken, so that a page never shows one of them
+// from a snapshot older than the decision: without it a record decided a
+// moment ago (an in_progress record whose lease had passed, listed from the
+// snapshot) stayed on the unknown list for up to RunningEvery, and its link
+// answered "No such record". Records read live from the store need no
+// overlay: the store already has the decision.
+type decided struct {
+	mu sync.Mutex
+	m  map[[2]string]decidedEntry
+}
+
+// decidedEntry is one decision: the fence it was taken on and when it
+// was applied.
+type decidedEntry struct {
+	fromFence int64
+	at        time.Time
+}
+
+// note records a decision applied at at on the record (scope, key) as it
+// was at fence fromFence (0: whatever fence it had).
+func (d *decided) note(scope, key string, fromFence int64, at time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m == nil {
+		d.m = map[[2]string]decidedEntry{}
+	}
+	d.m[[2]string{scope, key}] = decidedEntry{fromFence: fromFence, at: at}
+}
+
+// stale reports whether r, read from a snapshot, is a record this process
+// has decided since: the decision was on r's fence or a later one, and r
+// was claimed before it (a claim made after a release is a new record,
+// fence 1 again, and is shown).
+func (d *decided) stale(r *idem.Record) bool {
+	d.mu.Lock()
+	e, ok := d.m[[2]string{r.Scope, r.Key}]
+	d.mu.Unlock()
+	return ok && (e.fromFence == 0 || r.Fence <= e.fromFence) && !r.CreatedAt.After(e.at)
+}
+
+// forget drops the decisions applied before a snapshot started listing:
+// that snapshot already reflects them.
+func (d *decided) forget(before time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k, e := range d.m {
+		if e.at.Before(before) {
+			delete(d.m, k)
+		}
+	}
+}
+
+// overlaid wraps a Decide function so that each decision it applies is
+// noted in d at once.
+func overlaid(d *decided, now func() time.Time, decide func(context.Context, Decision) (*idem.Record, error)) func(context.Context, Decision) (*idem.Record, error) {
+	return func(ctx context.Context, dec Decision) (*idem.Record, error) {
+		rec, err := decide(ctx, dec)
+		if err == nil {
+			d.note(dec.Scope, dec.Key, dec.IfFence, now())
+		}
+		return rec, err
+	}
+}
+
+// runningView is the latest in_progress snapshot without the records this
+// process decided since it was taken; nil when pages list them live.
+func (s *Server) runningView() *snapshot {
+	sn := s.running.Load()
+	if sn == nil {
+		return nil
+	}
+	return &snapshot{at: sn.at, recs: sn.recs, hidden: s.decided.stale}
 }
