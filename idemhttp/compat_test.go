@@ -3,6 +3,7 @@ package idemhttp_test
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -170,6 +171,36 @@ func TestStripeReleasesValidationFailures(t *testing.T) {
 	wantStatus(t, ietf.form("order-3", "currency=usd"), http.StatusBadRequest)
 	wantProblem(t, ietf.form("order-3", "currency=usd&amount=300"), http.StatusUnprocessableEntity, idemhttp.TypeKeyMismatch)
 	ietf.wantCalls(1)
+}
+
+// TestStripeReleasesEveryValidationStatus: each status Stripe saves no
+// result for (400, 404, 405, 415, 422, 429) is released under
+// CompatStripe, so the retry with the key runs again instead of replaying
+// it; 402 and 409 (the request was attempted) are recorded. The list is
+// written out here, not read from StripeReleaseStatuses, so that a status
+// dropped from (or added to) the profile's list fails.
+func TestStripeReleasesEveryValidationStatus(t *testing.T) {
+	e := newEnv(t, storeCases()[0].open, idem.Config{}, idemhttp.Config{Compat: idemhttp.CompatStripe,
+		Scope: idemhttp.TrustedHeaderScope("X-User-Id")}, func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		status, _ := strconv.Atoi(r.PostForm.Get("status"))
+		w.WriteHeader(status)
+	})
+	calls := int64(0)
+	for status, released := range map[int]bool{400: true, 404: true, 405: true, 415: true, 422: true, 429: true, 402: false, 409: false} {
+		key, body := "status-"+strconv.Itoa(status), "status="+strconv.Itoa(status)
+		wantStatus(t, e.form(key, body), status)
+		again := e.form(key, body)
+		wantStatus(t, again, status)
+		calls++
+		if replayed := again.header.Get(idemhttp.ReplayedHeader) == "true"; replayed == released {
+			t.Errorf("status %d: the retry was replayed=%v; want released=%v", status, replayed, released)
+		}
+		if released {
+			calls++
+		}
+	}
+	e.wantCalls(calls)
 }
 
 // TestStripeReleaseStatusesConfigurable: an explicit list replaces the
