@@ -1,0 +1,15 @@
+module github.com/idemkit/idem/consumer/kafkaconsumer
+
+go 1.26.0
+
+require (
+	github.com/idemkit/idem v0.1.0
+	github.com/twmb/franz-go v1.22.3
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/klauspost/compress v1.20.3 // indirect
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+)
