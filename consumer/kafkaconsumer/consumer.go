@@ -23,14 +23,14 @@ const DefaultKeyHeader = "Idem-Key"
 
 // Headers written on dead letters, beside the original record's headers.
 const (
-	HeaderReason    = "Idem-Reason"    // a consumer.Reason
-	HeaderScope     = "Idem-Scope"     // the record's scope
+	HeaderReason    = "Idem-Reason"     // a consumer.Reason
+	HeaderScope     = "Idem-Scope"      // the record's scope
 	HeaderKey       = "Idem-Record-Key" // the idem key the decision is about
-	HeaderState     = "Idem-State"     // the idem record's state, when known
-	HeaderError     = "Idem-Error"     // the error behind the decision
-	HeaderTopic     = "Idem-Topic"     // the original topic
-	HeaderPartition = "Idem-Partition" // the original partition
-	HeaderOffset    = "Idem-Offset"    // the original offset
+	HeaderState     = "Idem-State"      // the idem record's state, when known
+	HeaderError     = "Idem-Error"      // the error behind the decision
+	HeaderTopic     = "Idem-Topic"      // the original topic
+	HeaderPartition = "Idem-Partition"  // the original partition
+	HeaderOffset    = "Idem-Offset"     // the original offset
 )
 
 // Config configures a [Consumer].
@@ -169,6 +169,9 @@ func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, m map[string][]int
 // last settled record. The rebalance waits for it, up to the group's
 // rebalance timeout.
 func (c *Consumer) revoked(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+	if len(m) > 0 {
+		c.cfg.Logger.InfoContext(ctx, "kafkaconsumer: partitions revoked; finishing the record in hand", "partitions", fmt.Sprint(m))
+	}
 	ps := c.release(m)
 	if len(ps) == 0 {
 		return
@@ -178,7 +181,10 @@ func (c *Consumer) revoked(ctx context.Context, cl *kgo.Client, m map[string][]i
 
 // lost: the partitions may already be someone else's; a commit would
 // fail. Processing stops after the record in hand.
-func (c *Consumer) lost(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+func (c *Consumer) lost(ctx context.Context, _ *kgo.Client, m map[string][]int32) {
+	if len(m) > 0 {
+		c.cfg.Logger.WarnContext(ctx, "kafkaconsumer: partitions lost; their offsets are not committed", "partitions", fmt.Sprint(m))
+	}
 	c.release(m)
 }
 
@@ -426,6 +432,3 @@ func (c *Consumer) commit(ctx context.Context, cl *kgo.Client, ps []*partition) 
 		st.omu.Unlock()
 	}
 }
-
-// String names the partition in logs.
-func (k tp) String() string { return fmt.Sprintf("%s/%d", k.topic, k.partition) }
