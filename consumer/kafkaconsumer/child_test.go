@@ -35,13 +35,17 @@ func child() error {
 		return err
 	}
 	cfg := c.Config(eng, logger)
+	addrs := strings.Split(os.Getenv("IDEM_CHILD_KAFKA"), ",")
 	var p *consumer.Processor
-	if os.Getenv("IDEM_CHILD_MODE") == "tx" {
+	switch os.Getenv("IDEM_CHILD_MODE") {
+	case "transact":
+		return transactChild(ctx, c, cfg, addrs)
+	case "tx":
 		if _, err := st.DB().ExecContext(ctx, ledgerDDL); err != nil {
 			return err
 		}
 		p, err = consumer.NewTx(cfg, consumer.SQL(st.DB(), func(tx *sql.Tx) idem.Store { return st.WithTx(tx) }), ledgerHandler)
-	} else {
+	default:
 		p, err = consumer.New(cfg, c.Handler())
 	}
 	if err != nil {
@@ -51,7 +55,7 @@ func child() error {
 	if err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(append(groupOpts(strings.Split(os.Getenv("IDEM_CHILD_KAFKA"), ",")), kc.Opts()...)...)
+	cl, err := kgo.NewClient(append(groupOpts(addrs), kc.Opts()...)...)
 	if err != nil {
 		return err
 	}
@@ -73,4 +77,31 @@ func ledgerHandler(ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
 	crashtest.Say("INTX %s", m.ID)
 	time.Sleep(20 * time.Millisecond)
 	return nil
+}
+
+// transactChild runs the consume-process-produce loop: the file handler's
+// effect, and a receipt (the message ID) produced to receiptsTopic in the
+// transaction that commits the offsets.
+func transactChild(ctx context.Context, c crashtest.Child, cfg consumer.Config, addrs []string) error {
+	h := c.Handler()
+	p, err := consumer.NewValue(cfg, kafkaconsumer.Produce(func(ctx context.Context, m *consumer.Message) ([]*kgo.Record, error) {
+		if err := h(ctx, m); err != nil {
+			return nil, err
+		}
+		return []*kgo.Record{{Topic: receiptsTopic, Value: []byte(m.ID)}}, nil
+	}))
+	if err != nil {
+		return err
+	}
+	kc, err := kafkaconsumer.New(kafkaconsumer.Config{Processor: p, Group: "billing", DeadLetterTopic: dlqTopic, Logger: cfg.Logger})
+	if err != nil {
+		return err
+	}
+	s, err := kgo.NewGroupTransactSession(append(groupOpts(addrs), append(kc.TransactOpts(),
+		kgo.TransactionalID("billing-tx"), kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)...)
+	if err != nil {
+		return err
+	}
+	crashtest.Say("READY")
+	return kc.RunTransact(ctx, s)
 }

@@ -142,3 +142,37 @@ func (r *crashRig) txState(t *testing.T, keys []string) (map[string]int, map[str
 	}
 	return ledger, recs
 }
+
+// The consume-process-produce loop (RunTransact): each record's effect
+// (a line in the effects file) and a receipt produced in the Kafka
+// transaction that commits its offset. The consumer is killed after the
+// victim's outcome (with its receipt) is recorded and before the
+// transaction commits: the transaction is aborted, the records are
+// delivered again, and the victim replays — its receipt produced from the
+// record, its effect not run again. Each key ends with one effect and one
+// committed receipt.
+func TestKillTransactAfterRecordBeforeCommit(t *testing.T) {
+	t.Parallel()
+	r := newCrashRig(t)
+	keys := crashtest.PublishN(t, r, 5)
+	victim := keys[2]
+	p := r.start(t, "transact", crashtest.AfterRecord, victim)
+	p.Await(t, "RECORDED")
+	p.Kill()
+	if n := r.EffectCounts(t, keys)[victim]; n != 1 {
+		t.Fatalf("victim effects at the kill: %d, want 1", n)
+	}
+	if got := r.receipts(t); len(got) != 0 {
+		t.Fatalf("receipts visible before any commit: %v", got)
+	}
+	r.finish(t, "transact")
+	receipts := r.receipts(t)
+	for k, n := range r.EffectCounts(t, keys) {
+		if n != 1 || receipts[k] != 1 {
+			t.Errorf("%s: %d effects, %d committed receipts; want 1, 1", k, n, receipts[k])
+		}
+	}
+	if len(receipts) != len(keys) {
+		t.Errorf("receipts: %v", receipts)
+	}
+}

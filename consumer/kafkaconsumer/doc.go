@@ -55,5 +55,10 @@
 //
 // The local-transaction path is the processor's: build it with
 // [consumer.NewTx] and claim, effect and record commit in one SQL
-// transaction.
+// transaction. For consume-process-produce, [Consumer.RunTransact] runs a
+// processor made with consumer.NewValue and [Produce] in a franz-go
+// GroupTransactSession: the outcome, with the records to produce, is
+// recorded before the Kafka transaction commits them with the offsets; an
+// aborted transaction's records are delivered again and replay, producing
+// the recorded output without running the effect.
 package kafkaconsumer

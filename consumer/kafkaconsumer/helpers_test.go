@@ -25,6 +25,8 @@ import (
 const (
 	topic    = "payments"
 	dlqTopic = "payments-dlq"
+	// receiptsTopic receives the consume-process-produce loop's output.
+	receiptsTopic = "receipts"
 )
 
 // cluster is an in-process Kafka cluster (kfake) with the topic (two
@@ -39,7 +41,7 @@ type cluster struct {
 func newCluster(t testing.TB) *cluster {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100*time.Millisecond),
-		kfake.SeedTopics(2, topic, dlqTopic))
+		kfake.SeedTopics(2, topic, dlqTopic, receiptsTopic))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,4 +307,29 @@ func eventually(t testing.TB, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("timed out waiting for %s", what)
+}
+
+// receipts reads the committed records of receiptsTopic (read_committed:
+// aborted transactions' records are not seen) until a poll of a second
+// finds nothing more, and counts them by value.
+func (k *cluster) receipts(t testing.TB) map[string]int {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.addrs...), kgo.ConsumeTopics(receiptsTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	out := map[string]int{}
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) { out[string(r.Value)]++; n++ })
+		if n == 0 {
+			return out
+		}
+	}
 }
