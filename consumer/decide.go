@@ -23,7 +23,7 @@ func (p *Processor) decide(ctx context.Context, d Decision, req idem.Request, m 
 	)
 	switch {
 	case err == nil:
-		d.Action, d.Outcome, d.Record = ActionAck, idem.OutcomeFirst, &res.Record
+		d.Action, d.Outcome, d.Record, d.Value = ActionAck, idem.OutcomeFirst, &res.Record, res.Value
 		if res.Replayed {
 			d.Outcome = idem.OutcomeReplay
 		}

@@ -65,6 +65,10 @@ type Decision struct {
 	Key   idem.Key
 	// Record is the record as last seen, when known.
 	Record *idem.Record
+	// Value is the recorded value of an acked message: what a
+	// [ValueHandler] returned, on its first run or replayed. Nil for a
+	// [Handler].
+	Value []byte
 	// Err is the error behind a retry or dead letter.
 	Err error
 }

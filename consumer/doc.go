@@ -42,6 +42,6 @@
 //     handler runs once in the same delivery; present → recorded succeeded
 //     and acked.
 //
-// Broker adapters live in natsconsumer and amqpconsumer; webhooks and batch
-// jobs in packages webhook and batch.
+// Broker adapters live in natsconsumer, amqpconsumer and kafkaconsumer;
+// webhooks and batch jobs in packages webhook and batch.
 package consumer

@@ -25,17 +25,32 @@ func New(cfg Config, h Handler) (*Processor, error) {
 	if h == nil {
 		return nil, errors.New("consumer: New: handler is nil")
 	}
+	return NewValue(cfg, func(ctx context.Context, m *Message) ([]byte, error) { return nil, h(ctx, m) })
+}
+
+// ValueHandler is a [Handler] whose success has a value to record: what
+// the effect produced (an id from the provider, the messages to publish
+// downstream). A redelivery replays it in [Decision].Value without running
+// the handler.
+type ValueHandler func(ctx context.Context, m *Message) ([]byte, error)
+
+// NewValue returns a processor that runs h under cfg.Engine and records
+// its value with the outcome.
+func NewValue(cfg Config, h ValueHandler) (*Processor, error) {
+	if h == nil {
+		return nil, errors.New("consumer: NewValue: handler is nil")
+	}
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
 	p := &Processor{cfg: cfg}
 	p.run = func(ctx context.Context, req idem.Request, m *Message) (idem.Result, error) {
 		return p.cfg.Engine.DoBytes(ctx, req, func(ctx context.Context, _ *idem.Attempt) ([]byte, error) {
-			err := h(ctx, m)
+			v, err := h(ctx, m)
 			if err != nil && errors.Is(err, idem.ErrReleased) && p.last(m) {
 				return nil, giveUp(m, err)
 			}
-			return nil, err
+			return v, err
 		})
 	}
 	return p, nil

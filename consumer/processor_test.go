@@ -335,3 +335,26 @@ func TestConfigValidation(t *testing.T) {
 		t.Fatal("New accepted a negative RetryDelay")
 	}
 }
+
+// A ValueHandler's value is recorded with the outcome and handed back on
+// every redelivery, without running the handler again.
+func TestValueIsRecordedAndReplayed(t *testing.T) {
+	f := newFixture(t)
+	var runs atomic.Int32
+	p, err := consumer.NewValue(consumer.Config{Engine: f.engine}, func(_ context.Context, m *consumer.Message) ([]byte, error) {
+		runs.Add(1)
+		return []byte("receipt-" + m.ID), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		d := p.Process(context.Background(), &consumer.Message{ID: "evt-1", Source: "q", Body: []byte(`{}`)})
+		if d.Action != consumer.ActionAck || string(d.Value) != "receipt-evt-1" {
+			t.Fatalf("delivery %d: %+v, value %q", i+1, d, d.Value)
+		}
+	}
+	if runs.Load() != 1 {
+		t.Fatalf("handler ran %d times", runs.Load())
+	}
+}
