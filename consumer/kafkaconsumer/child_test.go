@@ -11,7 +11,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -41,10 +40,10 @@ func child() error {
 	case "transact":
 		return transactChild(ctx, c, cfg, addrs)
 	case "tx":
-		if _, err := st.DB().ExecContext(ctx, ledgerDDL); err != nil {
+		if _, err := st.DB().ExecContext(ctx, crashtest.LedgerDDL); err != nil {
 			return err
 		}
-		p, err = consumer.NewTx(cfg, consumer.SQL(st.DB(), func(tx *sql.Tx) idem.Store { return st.WithTx(tx) }), ledgerHandler)
+		p, err = consumer.NewTx(cfg, consumer.SQL(st.DB(), func(tx *sql.Tx) idem.Store { return st.WithTx(tx) }), crashtest.LedgerHandler)
 	default:
 		p, err = consumer.New(cfg, c.Handler())
 	}
@@ -61,22 +60,6 @@ func child() error {
 	}
 	crashtest.Say("READY")
 	return kc.Run(ctx, cl)
-}
-
-const ledgerDDL = `CREATE TABLE IF NOT EXISTS ledger (
-	id INTEGER PRIMARY KEY AUTOINCREMENT,
-	msg_key TEXT NOT NULL, -- deliberately not unique: idem, not the ledger, must prevent doubles
-	amount INTEGER NOT NULL)`
-
-// ledgerHandler writes the effect in the consumer's transaction, announces
-// it, and lingers so that a kill lands inside the transaction.
-func ledgerHandler(ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
-	if _, err := tx.ExecContext(ctx, `INSERT INTO ledger (msg_key, amount) VALUES (?, ?)`, m.ID, len(m.Body)); err != nil {
-		return err
-	}
-	crashtest.Say("INTX %s", m.ID)
-	time.Sleep(20 * time.Millisecond)
-	return nil
 }
 
 // transactChild runs the consume-process-produce loop: the file handler's

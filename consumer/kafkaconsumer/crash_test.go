@@ -1,14 +1,12 @@
 package kafkaconsumer_test
 
 import (
-	"context"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/crashtest"
-	"github.com/idemkit/idem/sqlitestore"
 )
 
 // crashRig is a fresh kfake cluster and the files of the children that
@@ -114,33 +112,7 @@ func TestKillMidTransactionLeavesBothOrNeither(t *testing.T) {
 
 // txState reads ledger rows per key and record states from the database.
 func (r *crashRig) txState(t *testing.T, keys []string) (map[string]int, map[string]idem.State) {
-	t.Helper()
-	st, err := sqlitestore.Open(context.Background(), r.DB, sqlitestore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	ledger := map[string]int{}
-	rows, err := st.DB().Query(`SELECT msg_key, count(*) FROM ledger GROUP BY msg_key`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var k string
-		var n int
-		if err := rows.Scan(&k, &n); err != nil {
-			t.Fatal(err)
-		}
-		ledger[k] = n
-	}
-	rows.Close()
-	recs := map[string]idem.State{}
-	for _, k := range keys {
-		if rec, err := st.Get(context.Background(), r.Scope(), k); err == nil {
-			recs[k] = rec.State
-		}
-	}
-	return ledger, recs
+	return r.LedgerState(t, r.Scope(), keys)
 }
 
 // The consume-process-produce loop (RunTransact): each record's effect

@@ -71,11 +71,11 @@ func sqliteProcessor(ctx context.Context, logger *slog.Logger) (*consumer.Proces
 	}
 	cfg := c.Config(eng, logger)
 	if os.Getenv("IDEM_CHILD_MODE") == "tx" {
-		if _, err := st.DB().ExecContext(ctx, ledgerDDL); err != nil {
+		if _, err := st.DB().ExecContext(ctx, crashtest.LedgerDDL); err != nil {
 			return nil, err
 		}
 		b := consumer.SQL(st.DB(), func(tx *sql.Tx) idem.Store { return st.WithTx(tx) })
-		return consumer.NewTx(cfg, b, ledgerHandler)
+		return consumer.NewTx(cfg, b, crashtest.LedgerHandler)
 	}
 	return consumer.New(cfg, c.Handler())
 }
@@ -110,20 +110,4 @@ func pgTxProcessor(ctx context.Context, logger *slog.Logger) (*consumer.Processo
 			time.Sleep(20 * time.Millisecond)
 			return nil
 		})
-}
-
-const ledgerDDL = `CREATE TABLE IF NOT EXISTS ledger (
-	id INTEGER PRIMARY KEY AUTOINCREMENT,
-	msg_key TEXT NOT NULL, -- deliberately not unique: idem, not the ledger, must prevent doubles
-	amount INTEGER NOT NULL)`
-
-// ledgerHandler writes the effect in the consumer's transaction, announces
-// it, and lingers so that a kill lands inside the transaction.
-func ledgerHandler(ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
-	if _, err := tx.ExecContext(ctx, `INSERT INTO ledger (msg_key, amount) VALUES (?, ?)`, m.ID, len(m.Body)); err != nil {
-		return err
-	}
-	crashtest.Say("INTX %s", m.ID)
-	time.Sleep(20 * time.Millisecond)
-	return nil
 }

@@ -7,10 +7,11 @@ require (
 	github.com/idemkit/idem/internal/crashtest v0.1.0
 	github.com/idemkit/idem/internal/pgtest v0.1.0
 	github.com/idemkit/idem/pgstore v0.1.0
-	github.com/idemkit/idem/sqlitestore v0.1.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/nats-io/nats.go v1.55.0
 )
+
+require github.com/idemkit/idem/sqlitestore v0.1.0 // indirect
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

@@ -17,6 +17,7 @@ package crashtest
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"os"
@@ -187,4 +188,23 @@ func CountLines(path, want string) (int, error) {
 		}
 	}
 	return n, s.Err()
+}
+
+// LedgerDDL creates the ledger table that LedgerHandler writes: the local
+// effect of the consumers' transactional crash tests. msg_key is
+// deliberately not unique: idem, not the ledger, must prevent doubles.
+const LedgerDDL = `CREATE TABLE IF NOT EXISTS ledger (
+	id INTEGER PRIMARY KEY AUTOINCREMENT,
+	msg_key TEXT NOT NULL,
+	amount INTEGER NOT NULL)`
+
+// LedgerHandler writes the effect in the consumer's transaction, announces
+// it ("INTX key"), and lingers so that a kill lands inside the transaction.
+func LedgerHandler(ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO ledger (msg_key, amount) VALUES (?, ?)`, m.ID, len(m.Body)); err != nil {
+		return err
+	}
+	Say("INTX %s", m.ID)
+	time.Sleep(20 * time.Millisecond)
+	return nil
 }

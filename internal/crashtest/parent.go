@@ -230,3 +230,35 @@ func KillAtEachPhase(t *testing.T, newRig func(t *testing.T) Rig) {
 		})
 	}
 }
+
+// LedgerState reads the ledger's rows per key (see LedgerDDL) and the
+// records' states of keys in scope from the child's database.
+func (f Files) LedgerState(t testing.TB, scope string, keys []string) (map[string]int, map[string]idem.State) {
+	t.Helper()
+	st, err := sqlitestore.Open(context.Background(), f.DB, sqlitestore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ledger := map[string]int{}
+	rows, err := st.DB().Query(`SELECT msg_key, count(*) FROM ledger GROUP BY msg_key`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var k string
+		var n int
+		if err := rows.Scan(&k, &n); err != nil {
+			t.Fatal(err)
+		}
+		ledger[k] = n
+	}
+	rows.Close()
+	recs := map[string]idem.State{}
+	for _, k := range keys {
+		if rec, err := st.Get(context.Background(), scope, k); err == nil {
+			recs[k] = rec.State
+		}
+	}
+	return ledger, recs
+}
