@@ -64,11 +64,13 @@ func shardOf(pk string, n int) int {
 }
 
 func stateShard(st idem.State, shard int) string { return string(st) + "#" + strconv.Itoa(shard) }
-func expiryShard(shard int) string             { return "x#" + strconv.Itoa(shard) }
+func expiryShard(shard int) string               { return "x#" + strconv.Itoa(shard) }
 
-func avS(s string) types.AttributeValue  { return &types.AttributeValueMemberS{Value: s} }
-func avB(b []byte) types.AttributeValue  { return &types.AttributeValueMemberB{Value: b} }
-func avN(n int64) types.AttributeValue   { return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)} }
+func avS(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+func avB(b []byte) types.AttributeValue { return &types.AttributeValueMemberB{Value: b} }
+func avN(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
 func avT(t time.Time) types.AttributeValue { return avN(t.UnixMicro()) }
 
 // ttlSeconds is the TTL attribute for a record expiring at exp: DynamoDB
@@ -229,4 +231,3 @@ func keyOf(scope, key string) map[string]types.AttributeValue {
 }
 
 func validShards(n int) bool { return n >= 1 && n <= 1000 }
-

@@ -163,7 +163,7 @@ func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
 		e := build(vals, keyCond)
 		in := &dynamodb.QueryInput{
 			TableName: s.table, IndexName: aws.String(IndexExpiry),
-			KeyConditionExpression: &keyCond,
+			KeyConditionExpression:   &keyCond,
 			ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
 		}
 		for {
@@ -205,7 +205,7 @@ func (s *Store) sweepOne(ctx context.Context, pk types.AttributeValue, vals map[
 	e := build(vals, condSweep)
 	_, err := s.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName: s.table, Key: map[string]types.AttributeValue{attrPK: pk},
-		ConditionExpression: aws.String(condSweep),
+		ConditionExpression:      aws.String(condSweep),
 		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
 	})
 	if isCondFailed(err) {
@@ -213,4 +213,3 @@ func (s *Store) sweepOne(ctx context.Context, pk types.AttributeValue, vals map[
 	}
 	return err == nil, err
 }
-

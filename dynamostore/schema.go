@@ -69,7 +69,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return err
 	}
 	_, err = s.api.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-		TableName: s.table,
+		TableName:               s.table,
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(attrTTL), Enabled: aws.Bool(true)},
 	})
 	if err != nil && !unsupported(err) && !ttlAlreadyOn(err) {

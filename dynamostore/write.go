@@ -126,7 +126,7 @@ func (s *Store) deleteIf(ctx context.Context, pk, cond string, vals map[string]t
 	e := build(vals, cond)
 	_, err := s.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName: s.table, Key: map[string]types.AttributeValue{attrPK: avS(pk)},
-		ConditionExpression: &cond,
+		ConditionExpression:      &cond,
 		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
@@ -285,4 +285,3 @@ func (s *Store) SetMark(ctx context.Context, scope, key string, fence int64, mar
 	}
 	return idem.ErrFenced
 }
-
