@@ -124,7 +124,7 @@ func TestUnknownHasNoTTL(t *testing.T) {
 // conditional write, deterministically.
 type hookAPI struct {
 	API
-	mu       sync.Mutex
+	mu                      sync.Mutex
 	beforePut, beforeDelete func(in any)
 	gets                    []*dynamodb.GetItemInput
 }
