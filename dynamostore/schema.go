@@ -18,9 +18,16 @@ import (
 // (attributes, key and indexes), reported by CheckSchema.
 const SchemaVersion = 1
 
-// tableInput is the table Migrate creates: on-demand capacity, the
-// primary key pk, and the two global secondary indexes.
-func (s *Store) tableInput() *dynamodb.CreateTableInput {
+// tableInput is the table Migrate creates.
+func (s *Store) tableInput() *dynamodb.CreateTableInput { return CreateTableInput(*s.table) }
+
+// CreateTableInput is the table [Store.Migrate] creates, for teams that
+// create tables with their own tools (CloudFormation, Terraform, `aws
+// dynamodb create-table --cli-input-json`): on-demand capacity, the
+// primary key pk (S), and the global secondary indexes idem-state-age
+// (gs HASH, ca RANGE; all attributes) and idem-expiry (xs HASH, ex RANGE;
+// keys only). Enable TTL on the attribute ttl as well.
+func CreateTableInput(table string) *dynamodb.CreateTableInput {
 	attr := func(name string, t types.ScalarAttributeType) types.AttributeDefinition {
 		return types.AttributeDefinition{AttributeName: aws.String(name), AttributeType: t}
 	}
@@ -28,7 +35,7 @@ func (s *Store) tableInput() *dynamodb.CreateTableInput {
 		return types.KeySchemaElement{AttributeName: aws.String(name), KeyType: t}
 	}
 	return &dynamodb.CreateTableInput{
-		TableName:   s.table,
+		TableName:   aws.String(table),
 		BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{
 			attr(attrPK, types.ScalarAttributeTypeS), attr(attrStateShard, types.ScalarAttributeTypeS),
