@@ -174,7 +174,10 @@ func (s *Store) CheckSchema(ctx context.Context) (version int, findings []idem.F
 		aws.ToString(ttl.TimeToLiveDescription.AttributeName) != attrTTL:
 		v := "disabled"
 		if err == nil && ttl.TimeToLiveDescription != nil {
-			v = string(ttl.TimeToLiveDescription.TimeToLiveStatus) + " on " + aws.ToString(ttl.TimeToLiveDescription.AttributeName)
+			v = string(ttl.TimeToLiveDescription.TimeToLiveStatus)
+			if a := aws.ToString(ttl.TimeToLiveDescription.AttributeName); a != "" {
+				v += " on " + a
+			}
 		}
 		findings = append(findings, idem.Finding{
 			Setting: "TimeToLive", Value: v,

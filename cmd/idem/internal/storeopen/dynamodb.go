@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemkit/idem"
@@ -91,28 +93,10 @@ func openDynamo(ctx context.Context, d DSN, opt Options) (idem.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	var loads []func(*config.LoadOptions) error
-	if dd.region != "" {
-		loads = append(loads, config.WithRegion(dd.region))
-	}
-	awsCfg, err := config.LoadDefaultConfig(ctx, loads...)
+	client, err := dynamoClient(ctx, dd)
 	if err != nil {
-		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
+		return nil, err
 	}
-	if awsCfg.Region == "" {
-		if dd.endpoint == "" {
-			return nil, errors.New("no AWS region: add region= to the DSN or set AWS_REGION")
-		}
-		awsCfg.Region = "us-east-1" // a local endpoint ignores it, the signer needs one
-	}
-	if dd.endpoint != "" && loopbackURL(dd.endpoint) {
-		awsCfg.Credentials = localCredentials{chain: awsCfg.Credentials}
-	}
-	client := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
-		if dd.endpoint != "" {
-			o.BaseEndpoint = aws.String(dd.endpoint)
-		}
-	})
 	st, err := dynamostore.New(client, dd.cfg)
 	if err != nil {
 		return nil, err
@@ -127,6 +111,58 @@ func openDynamo(ctx context.Context, d DSN, opt Options) (idem.Store, error) {
 		}
 	}
 	return st, nil
+}
+
+// DynamoClient returns a DynamoDB client for a dynamodb:// DSN, configured
+// as idem's store is (region, endpoint, credentials), and the DSN's table.
+// It makes no request.
+func DynamoClient(ctx context.Context, d DSN) (*dynamodb.Client, string, error) {
+	dd, err := parseDynamo(d)
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := dynamoClient(ctx, dd)
+	return c, dd.cfg.Table, err
+}
+
+func dynamoClient(ctx context.Context, dd dynamoDSN) (*dynamodb.Client, error) {
+	var loads []func(*config.LoadOptions) error
+	if dd.region != "" {
+		loads = append(loads, config.WithRegion(dd.region))
+	}
+	local := dd.endpoint != "" && loopbackURL(dd.endpoint)
+	if local {
+		// A loopback endpoint is a local DynamoDB: never ask the
+		// instance metadata service (a network call off this host) for
+		// credentials it would not check.
+		loads = append(loads, config.WithEC2IMDSClientEnableState(imds.ClientDisabled),
+			config.WithCredentialsProvider(localCredentials{}))
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx, loads...)
+	if err != nil {
+		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
+	}
+	if awsCfg.Region == "" {
+		if dd.endpoint == "" {
+			return nil, errors.New("no AWS region: add region= to the DSN or set AWS_REGION")
+		}
+		awsCfg.Region = "us-east-1" // a local endpoint ignores it, the signer needs one
+	}
+	return dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
+		if dd.endpoint != "" {
+			o.BaseEndpoint = aws.String(dd.endpoint)
+		}
+	}), nil
+}
+
+// WithDynamoTable returns the dynamodb:// DSN d naming another table.
+func WithDynamoTable(d DSN, table string) string {
+	_, q, ok := strings.Cut(d.Target, "?")
+	s := "dynamodb://" + table
+	if ok {
+		s += "?" + q
+	}
+	return s
 }
 
 // dynamoMigrations prints the CreateTable request migrate sends.
@@ -156,15 +192,15 @@ func loopbackURL(s string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// localCredentials are the default chain's, or placeholders when it has
-// none: a loopback DynamoDB (DynamoDB Local, dynalite) checks none.
-type localCredentials struct{ chain aws.CredentialsProvider }
+// localCredentials are those of the environment (AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY), or placeholders: a loopback DynamoDB (DynamoDB
+// Local, dynalite) checks none, and the rest of the SDK's chain (instance
+// metadata, SSO) would reach off this host.
+type localCredentials struct{}
 
-func (l localCredentials) Retrieve(ctx context.Context) (aws.Credentials, error) {
-	if l.chain != nil {
-		if c, err := l.chain.Retrieve(ctx); err == nil {
-			return c, nil
-		}
+func (localCredentials) Retrieve(context.Context) (aws.Credentials, error) {
+	if id, secret := os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"); id != "" && secret != "" {
+		return aws.Credentials{AccessKeyID: id, SecretAccessKey: secret, SessionToken: os.Getenv("AWS_SESSION_TOKEN"), Source: "environment"}, nil
 	}
 	return aws.Credentials{AccessKeyID: "idem-local", SecretAccessKey: "idem-local", Source: "idem: loopback endpoint"}, nil
 }
