@@ -77,3 +77,29 @@ func consistency(t *types.TableDescription) types.MultiRegionConsistency {
 	}
 	return t.MultiRegionConsistency
 }
+
+var _ idem.DurabilityChecker = (*Store)(nil)
+
+// CheckDurability reads the table (DescribeTable). DynamoDB keeps every
+// acknowledged write in several availability zones and evicts nothing, so
+// nothing refuses; a table without deletion protection is a warning: one
+// DeleteTable (a stack torn down by mistake) drops every record, and
+// every finished key then runs again.
+func (s *Store) CheckDurability(ctx context.Context) ([]idem.Finding, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	out, err := s.api.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: s.table})
+	if err != nil {
+		return nil, fmt.Errorf("dynamostore: describing table %s: %w", *s.table, err)
+	}
+	if out.Table != nil && aws.ToBool(out.Table.DeletionProtectionEnabled) {
+		return nil, nil
+	}
+	return []idem.Finding{{
+		Setting: "DeletionProtectionEnabled", Value: "false",
+		Problem:  "one DeleteTable (a stack torn down by mistake) drops every record, and each finished key then runs its effect again on its next retry",
+		Fix:      "aws dynamodb update-table --table-name " + *s.table + " --deletion-protection-enabled (and point-in-time recovery for the records)",
+		Severity: idem.SeverityWarning,
+	}}, nil
+}

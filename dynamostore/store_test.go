@@ -354,6 +354,21 @@ func TestCheckSchema(t *testing.T) {
 	}
 }
 
+// TestDurabilityWarnsWithoutDeletionProtection: dynalite reports no
+// deletion protection; the finding is a warning, never a refusal.
+func TestDurabilityWarnsWithoutDeletionProtection(t *testing.T) {
+	s := newStore(t, Config{})
+	fs, err := s.CheckDurability(context.Background())
+	if err != nil || len(fs) != 1 || fs[0].Severity != idem.SeverityWarning || fs[0].Setting != "DeletionProtectionEnabled" {
+		t.Fatalf("CheckDurability = %v, %v; want one warning on deletion protection", fs, err)
+	}
+	eng, err := idem.New(s, idem.Config{})
+	if err != nil {
+		t.Fatalf("idem.New refused on a warning: %v", err)
+	}
+	_ = eng.Close()
+}
+
 func TestJudgeReplication(t *testing.T) {
 	one := judgeReplication("idem", &types.TableDescription{})
 	if !one.Safe() || len(one.Findings) != 0 {
