@@ -171,12 +171,41 @@ func dynamoMigrations(d DSN) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	in := dynamostore.CreateTableInput(dd.cfg.Table)
-	b, err := json.MarshalIndent(in, "", "  ")
+	b, err := json.Marshal(dynamostore.CreateTableInput(dd.cfg.Table))
+	if err != nil {
+		return "", err
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return "", err
+	}
+	b, err = json.MarshalIndent(pruneJSON(v), "", "  ")
 	if err != nil {
 		return "", err
 	}
 	return string(b) + "\n", nil
+}
+
+// pruneJSON drops the members the SDK's structs leave null or empty, so
+// the request reads as a person (or aws dynamodb create-table
+// --cli-input-json) would write it.
+func pruneJSON(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			x = pruneJSON(x)
+			if x == nil || x == "" {
+				delete(v, k)
+				continue
+			}
+			v[k] = x
+		}
+	case []any:
+		for i, x := range v {
+			v[i] = pruneJSON(x)
+		}
+	}
+	return v
 }
 
 func loopbackURL(s string) bool {
