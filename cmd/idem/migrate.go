@@ -9,7 +9,7 @@ import (
 
 func cmdMigrate(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("migrate", "idem migrate [--store DSN] [--print | --json]",
-		"Create or upgrade the store's schema. With --print, write the SQL to stdout\ninstead, for teams that run their own migration tool; the script records the\nmigrations it applies, so a later `idem migrate` finds nothing to do.\nmemory:// and Redis stores keep no SQL schema: migrate says so on stderr and\nexits 0, and --print, having nothing to print, exits 2.",
+		"Create or upgrade the store's schema. With --print, write the SQL to stdout\ninstead, for teams that run their own migration tool; the script records the\nmigrations it applies, so a later `idem migrate` finds nothing to do.\ndynamodb:// creates the table, its two indexes and TTL; --print gives the\nCreateTable request as JSON (aws dynamodb create-table --cli-input-json).\nmemory:// and Redis stores keep no SQL schema: migrate says so on stderr and\nexits 0, and --print, having nothing to print, exits 2.",
 		"idem migrate --store postgres://idem@db:5432/app --print > idem.sql")
 	dsn := f.String("store", storeopen.Default, "store DSN: "+storeDSNs)
 	print := f.Bool("print", false, "print the schema SQL instead of applying it")

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
@@ -24,6 +25,7 @@ func TestRunServices(t *testing.T) {
 	old := scratchPrefix
 	scratchPrefix = fmt.Sprintf("idem_bench_t%d_", time.Now().UnixNano()%1e9)
 	t.Cleanup(func() { scratchPrefix = old })
+	var dynalite string // the DSN of the dynamodb case's own dynalite
 	cases := map[string]struct {
 		dsn  func(t testing.TB) string
 		left func(t *testing.T) int
@@ -69,6 +71,30 @@ func TestRunServices(t *testing.T) {
 					t.Fatal(err)
 				}
 				return len(keys)
+			},
+		},
+		"dynamodb": {
+			dsn: func(t testing.TB) string {
+				dynalite = "dynamodb://idem-bench?endpoint=" + testenv.StartDynalite(t)
+				return dynalite
+			},
+			left: func(t *testing.T) int {
+				d, _ := storeopen.Parse(dynalite)
+				c, _, err := storeopen.DynamoClient(ctx, d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, err := c.ListTables(ctx, &dynamodb.ListTablesInput{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := 0
+				for _, name := range out.TableNames {
+					if strings.HasPrefix(name, scratchPrefix) {
+						n++
+					}
+				}
+				return n
 			},
 		},
 		// A path names database 0, the only one a Cluster has.

@@ -99,6 +99,8 @@ func openTarget(ctx context.Context, dsn string) (*target, error) {
 		t, err = openRedisTarget(ctx, d, name)
 	case "postgres", "postgresql":
 		t, err = openPostgresTarget(ctx, d, name)
+	case "dynamodb":
+		t, err = openDynamoTarget(ctx, d, name)
 	default:
 		err = fmt.Errorf("the bench has no raw baseline for %s:// yet", d.Scheme)
 	}

@@ -32,6 +32,9 @@ var schemes = map[string]scheme{
 	"redis+cluster":  {check: checkRedis, open: openRedis},
 	"redis+sentinel": {check: checkRedis, open: openRedis},
 	"mysql":          {check: checkMySQL, open: openMySQL, migrationsSQL: mysqlMigrations},
+	// DynamoDB's "schema" is its table and indexes; --print gives the
+	// CreateTable request as JSON.
+	"dynamodb": {check: checkDynamo, open: openDynamo, migrationsSQL: dynamoMigrations},
 }
 
 func checkMemory(d DSN) error {

@@ -13,6 +13,7 @@
 //	                      redis+sentinel://host:port,…/db?master=NAME a primary
 //	                      behind Sentinel (redis.go)
 //	memory://             in-process memory store (lost on exit)
+//	dynamodb://TABLE?region=… Amazon DynamoDB table (dynamodb.go)
 //
 // The SQL stores take group commit from the query: batch=2ms sets the batch
 // window (absent or 0: off), batch_size=128 the most writes per batch.
