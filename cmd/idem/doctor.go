@@ -55,6 +55,9 @@ func cmdDoctor(ctx context.Context, e *env, args []string) int {
 	}
 	defer st.Close()
 	d := &doctor{st: st, ttl: *ttl, lease: *lease, cover: cover}
+	if p, err := storeopen.Parse(*dsn); err == nil && p.Scheme == "sqlite" {
+		d.local = true
+	}
 	d.run(ctx)
 	if *asJSON {
 		if err := d.writeJSON(e.stdout, redacted(*dsn)); err != nil {
@@ -83,6 +86,7 @@ type doctor struct {
 	failed   int  // checks that could not run
 	noTable  bool // the schema check found no records table
 	topology string
+	local    bool // the store is a file on this host (sqlite://)
 }
 
 // checkResult is one check's outcome: what was fine, its findings, or why
@@ -234,8 +238,13 @@ func (d *doctor) replication(ctx context.Context) (string, []idem.Finding, error
 
 func (d *doctor) clock(ctx context.Context) (string, []idem.Finding, error) {
 	sc, ok := d.st.(idem.StoreClock)
-	if !ok {
+	if !ok && d.local {
 		return "the store is local: it shares this host's clock", nil, nil
+	}
+	if !ok {
+		// DynamoDB and NATS key-value have no clock a client can read:
+		// leases and expiry are decided on the callers' clocks.
+		return "the store has no clock idem can read: leases and expiry follow the callers' clocks (keep them synchronised)", nil, nil
 	}
 	off, rtt, err := idem.MeasureClockOffset(ctx, sc, time.Now)
 	if err != nil {
