@@ -23,8 +23,11 @@ type entry struct {
 // message of each subject, read until the end of what was there when it
 // started. fn returns false to stop.
 func (s *Store) scan(ctx context.Context, filter string, fn func(e entry) (bool, error)) error {
-	ctx, cancel := s.bounded(ctx)
-	defer cancel()
+	if _, ok := ctx.Deadline(); !ok { // a scan is many messages: the caller's deadline, if any, bounds it
+		var cancel context.CancelFunc
+		ctx, cancel = s.bounded(ctx)
+		defer cancel()
+	}
 	w, err := s.kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
 	if err != nil {
 		return err

@@ -22,8 +22,9 @@ type Config struct {
 	// `idem migrate`). Required.
 	Bucket string
 
-	// CallTimeout bounds each JetStream request made under a context
-	// without a deadline. Defaults to 5s.
+	// CallTimeout bounds each JetStream request (within the caller's
+	// context): a request left unanswered, as while a stream elects a new
+	// leader, fails after it and is retried by the engine. Defaults to 5s.
 	CallTimeout time.Duration
 
 	// APIPrefix is the JetStream API prefix, for a JetStream domain or an
@@ -125,11 +126,12 @@ func storeErr(op string, err error) error {
 	return &idem.StoreError{Op: op, Err: err}
 }
 
-// bounded gives ctx the store's CallTimeout when it has no deadline.
+// bounded bounds one request by the store's CallTimeout, within ctx's
+// own deadline. A request JetStream leaves unanswered (a stream without a
+// leader drops it, during an election) then fails after CallTimeout,
+// and the engine retries it, instead of hanging until the caller's
+// deadline.
 func (s *Store) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
 	return context.WithTimeout(ctx, s.timeout)
 }
 

@@ -7,7 +7,6 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp/middlewaretest"
-	"github.com/idemkit/idem/internal/testenv"
 	"github.com/idemkit/idem/storetest"
 )
 
@@ -17,14 +16,6 @@ func TestConformance(t *testing.T) {
 	url := sharedURL(t)
 	nc := connect(t, url)
 	runConformance(t, nc, url, 1)
-}
-
-// TestConformanceCluster runs the store suite on a three-replica bucket
-// of a three-node JetStream cluster the test starts.
-func TestConformanceCluster(t *testing.T) {
-	c := testenv.StartNATSCluster(t, 3)
-	nc := connect(t, c.URL())
-	runConformance(t, nc, c.URL(), 3)
 }
 
 func runConformance(t *testing.T, nc *nats.Conn, url string, replicas int) {
@@ -51,11 +42,4 @@ func TestRaceEffects(t *testing.T) {
 func TestMiddleware(t *testing.T) {
 	nc := connect(t, sharedURL(t))
 	middlewaretest.Run(t, func(t *testing.T) idem.Store { return newStore(t, nc, newBucket(t, nc, 1)) })
-}
-
-// TestMiddlewareCluster runs them on three-replica buckets of a cluster.
-func TestMiddlewareCluster(t *testing.T) {
-	c := testenv.StartNATSCluster(t, 3)
-	nc := connect(t, c.URL())
-	middlewaretest.Run(t, func(t *testing.T) idem.Store { return newStore(t, nc, newBucket(t, nc, 3)) })
 }
