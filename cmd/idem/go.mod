@@ -76,3 +76,8 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
+
+require (
+	github.com/idemkit/idem/natsstore v0.1.0
+	github.com/nats-io/nats.go v1.55.0
+)

@@ -88,7 +88,8 @@ func FuzzParse(f *testing.F) {
 		"redis+cluster://u:p@a:1,b:2/0?prefix=p&wait_replicas=1&wait_timeout=1s", "redis://h/0?wait_aof_local=1",
 		"redis+sentinel://u:p@a:26379,b/0?master=m&wait_replicas=all&min_replicas=1&sentinel_password=x",
 		"redis+cluster://a:1,b:2?cluster_refresh=500ms&wait_replicas=all", "redis+sentinel://h?master=",
-		"postgres://u@a:1,b:2/db?target_session_attrs=read-write&replicated_claims=on&replicated_claims_timeout=1s"} {
+		"postgres://u@a:1,b:2/db?target_session_attrs=read-write&replicated_claims=on&replicated_claims_timeout=1s",
+		"nats://a:4222,b/idem?replicas=3&storage=file&call_timeout=5s", "nats://u:p@h/b", "nats://h", "nats://h/a.b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
