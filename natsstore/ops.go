@@ -48,38 +48,79 @@ func (s *Store) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult
 		r.Intent = nil
 	}
 	var rev uint64 // the revision the write expects: 0, no value at all
+	readFirst := s.mix.ReadFirst()
 	for range maxRounds {
-		err := s.write(ctx, k, encodeRecord(&r), rev)
+		if readFirst {
+			// Recent claims mostly found a record: read first, so that a
+			// replay is one request. The read decides nothing; the
+			// conditional write below does.
+			readFirst = false
+			res, next, done, err := s.claimRead(ctx, k, &p, &r, s.readAny)
+			if err != nil || done {
+				return res, err
+			}
+			rev = next
+		}
+		newRev, err := s.write(ctx, k, encodeRecord(&r), rev)
 		if err == nil {
+			s.mix.Observe(false)
+			s.revs.put(k, newRev, r.Fence, r.AttemptID)
 			return idem.ClaimResult{Record: r, Claimed: true}, nil
 		}
 		if !conflict(err) {
 			return idem.ClaimResult{}, storeErr("claim", err)
 		}
-		cur, curRev, err := s.read(ctx, k)
-		if err != nil {
-			return idem.ClaimResult{}, storeErr("claim", err)
+		res, next, done, err := s.claimRead(ctx, k, &p, &r, s.read)
+		if err != nil || done {
+			return res, err
 		}
-		switch {
-		case cur == nil: // a tombstone, or deleted since
-			r.Fence, rev = 1, curRev
-		case cur.Expired(p.Now):
-			r.Fence, rev = cur.Fence+1, curRev
-		default:
-			own := cur.State == idem.StateInProgress && cur.AttemptID == p.AttemptID
-			return idem.ClaimResult{Record: *cur, Claimed: own}, nil
-		}
+		rev = next
 	}
 	return idem.ClaimResult{}, storeErr("claim", errContended)
 }
 
+// claimRead reads the record at k for Claim. done is true when the record
+// answers the claim (a live record: the caller's own in_progress one is
+// claimed, any other is returned); otherwise it returns the revision the
+// claim's write must expect, with r's fence set for it: 1 over nothing or
+// a tombstone, the old fence + 1 over an expired record.
+//
+// read is s.read (the leader) after a write lost, or s.readAny (any
+// replica) for the read-first path: a replica that lags can only show an
+// older revision of the record, and every answer an older revision gives
+// is one the claim may return (a terminal record changes only by
+// Resolve, SetMark or Sweep, none of which a replay of it must wait for;
+// an in_progress one makes the caller wait or retry and read again) or
+// one whose write then fails and reads the leader.
+func (s *Store) claimRead(ctx context.Context, k string, p *idem.ClaimParams, r *idem.Record,
+	read func(context.Context, string) (*idem.Record, uint64, error)) (res idem.ClaimResult, rev uint64, done bool, err error) {
+	cur, rev, err := read(ctx, k)
+	if err != nil {
+		return res, 0, true, storeErr("claim", err)
+	}
+	switch {
+	case cur == nil: // never written, a tombstone, or deleted since
+		r.Fence = 1
+	case cur.Expired(p.Now):
+		r.Fence = cur.Fence + 1
+	default:
+		s.mix.Observe(true)
+		own := cur.State == idem.StateInProgress && cur.AttemptID == p.AttemptID
+		if own {
+			s.revs.put(k, rev, cur.Fence, cur.AttemptID)
+		}
+		return idem.ClaimResult{Record: *cur, Claimed: own}, 0, true, nil
+	}
+	return res, rev, false, nil
+}
+
 // write stores v at k if the key's last revision is rev (0: the key has no
 // message at all).
-func (s *Store) write(ctx context.Context, k string, v []byte, rev uint64) error {
+// It returns the new revision.
+func (s *Store) write(ctx context.Context, k string, v []byte, rev uint64) (uint64, error) {
 	ctx, cancel := s.bounded(ctx)
 	defer cancel()
-	_, err := s.kv.Update(ctx, k, v, rev)
-	return err
+	return s.kv.Update(ctx, k, v, rev)
 }
 
 // remove deletes k (a tombstone) if its last revision is rev.
@@ -106,10 +147,11 @@ func (s *Store) change(ctx context.Context, op, k string, decide func(cur *idem.
 		if err != nil || done {
 			return err
 		}
+		s.revs.drop(k)
 		if del {
 			err = s.remove(ctx, k, rev)
 		} else {
-			err = s.write(ctx, k, encodeRecord(next), rev)
+			_, err = s.write(ctx, k, encodeRecord(next), rev)
 		}
 		if err == nil {
 			return nil
@@ -133,8 +175,12 @@ func (s *Store) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, 
 	if p.State != idem.StateSucceeded && p.State != idem.StateFailed && p.State != idem.StateUnknown {
 		return nil, fmt.Errorf("natsstore: finish: state %q is not succeeded, failed or unknown", p.State)
 	}
+	k := recordKey(p.Scope, p.Key)
+	if out, ok, err := s.finishClaimed(ctx, k, &p); ok || err != nil {
+		return out, err
+	}
 	var out *idem.Record
-	err := s.change(ctx, "finish", recordKey(p.Scope, p.Key), func(cur *idem.Record) (*idem.Record, bool, bool, error) {
+	err := s.change(ctx, "finish", k, func(cur *idem.Record) (*idem.Record, bool, bool, error) {
 		if !holds(cur, p.Fence, p.AttemptID) {
 			return nil, false, false, idem.ErrFenced
 		}
@@ -159,6 +205,42 @@ func (s *Store) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, 
 		return nil, err
 	}
 	return out, nil
+}
+
+// finishClaimed is Finish's one-request path: when p.Claim is the
+// caller's claim and the store wrote (or found) that claim at a revision
+// it still remembers, the outcome is written conditional on that
+// revision, so the stored record is exactly the claim, and the answer is
+// built from the claim. ok is false when the path does not apply or the
+// revision moved on (a heartbeat, a mark, another writer): Finish then
+// reads and decides.
+func (s *Store) finishClaimed(ctx context.Context, k string, p *idem.FinishParams) (*idem.Record, bool, error) {
+	c := &p.Claim
+	if c.State != idem.StateInProgress || c.Scope != p.Scope || c.Key != p.Key || c.Fence != p.Fence || c.AttemptID != p.AttemptID {
+		return nil, false, nil
+	}
+	rev, ok := s.revs.take(k, p.Fence, p.AttemptID)
+	if !ok {
+		return nil, false, nil
+	}
+	if err := s.check(ctx); err != nil {
+		return nil, false, err
+	}
+	next := *c
+	next.Intent = bytesOrNil(string(c.Intent))
+	next.CreatedAt, next.LeaseUntil = utcMicro(c.CreatedAt), utcMicro(c.LeaseUntil)
+	next.State, next.CompletedAt = p.State, utcMicro(p.CompletedAt)
+	if p.State.Terminal() {
+		next.Result, next.ExpiresAt = bytesOrNil(string(p.Result)), utcMicro(p.ExpiresAt)
+	}
+	_, err := s.write(ctx, k, encodeRecord(&next), rev)
+	switch {
+	case err == nil:
+		return &next, true, nil
+	case conflict(err):
+		return nil, false, nil
+	}
+	return nil, false, storeErr("finish", err)
 }
 
 // Release implements [idem.Store.Release]: a delete conditional on the

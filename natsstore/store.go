@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/storekit/claimmix"
 )
 
 // Config configures a [Store].
@@ -67,6 +68,11 @@ type Store struct {
 	getSubj string // the leader's message-get API subject of the stream
 	timeout time.Duration
 	closed  atomic.Bool
+	// mix chooses Claim's first request: a read when recent claims mostly
+	// found a record (a replay is then one request), else the write.
+	mix claimmix.Mix
+	// revs remembers the revisions of this store's claims, for Finish.
+	revs revCache
 }
 
 var (
@@ -195,6 +201,26 @@ func (s *Store) read(ctx context.Context, k string) (*idem.Record, uint64, error
 		return nil, 0, fmt.Errorf("key %s: %w", k, err)
 	}
 	return r, m.Seq, nil
+}
+
+// readAny is read answered by any replica of the stream (the bucket's
+// direct get, when the bucket allows it), whose copy may lag the leader's.
+// A deleted key reads as absent at revision 0.
+func (s *Store) readAny(ctx context.Context, k string) (*idem.Record, uint64, error) {
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
+	e, err := s.kv.Get(ctx, k)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	r, err := decodeRecord(e.Value())
+	if err != nil {
+		return nil, 0, fmt.Errorf("key %s: %w", k, err)
+	}
+	return r, e.Revision(), nil
 }
 
 // deleted reports whether a stored message's headers mark a delete or a

@@ -133,6 +133,17 @@ func (o natsOpts) connect() (*nats.Conn, error) {
 	return nats.Connect(strings.Join(o.servers, ","), opts...)
 }
 
+// NATSConnect connects to the servers of d, a nats:// DSN, and returns the
+// bucket the DSN describes, for the bench's raw baseline beside the store.
+func NATSConnect(d DSN) (*nats.Conn, natsstore.BucketConfig, error) {
+	o, err := parseNATS(d)
+	if err != nil {
+		return nil, natsstore.BucketConfig{}, err
+	}
+	nc, err := o.connect()
+	return nc, o.bucket, err
+}
+
 // openNATS opens a store on the DSN's bucket; with opt.Migrate it first
 // creates the bucket (as idem migrate does).
 func openNATS(ctx context.Context, d DSN, opt Options) (idem.Store, error) {
