@@ -106,6 +106,9 @@ func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
 	if err != nil {
 		return 0, storeErr("sweep", err)
 	}
+	if s.writeGap != nil {
+		s.writeGap()
+	}
 	n := 0
 	for _, e := range doomed {
 		if p.Limit > 0 && n >= p.Limit {

@@ -148,6 +148,9 @@ func (s *Store) change(ctx context.Context, op, k string, decide func(cur *idem.
 			return err
 		}
 		s.revs.drop(k)
+		if s.writeGap != nil {
+			s.writeGap()
+		}
 		if del {
 			err = s.remove(ctx, k, rev)
 		} else {

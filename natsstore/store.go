@@ -73,6 +73,10 @@ type Store struct {
 	mix claimmix.Mix
 	// revs remembers the revisions of this store's claims, for Finish.
 	revs revCache
+	// writeGap, when set (by this package's tests), runs between a
+	// decision and its conditional write (and between Sweep's scan and
+	// its deletes): where another writer may step in.
+	writeGap func()
 }
 
 var (
