@@ -141,6 +141,7 @@ func leaderKill(t *testing.T, c *testenv.NATSCluster) {
 		}()
 	}
 	killed := make(chan string, 1)
+	var killedAt atomic.Int64
 	go func() {
 		for answered.Load() < keys/3 && ctx.Err() == nil {
 			time.Sleep(5 * time.Millisecond)
@@ -150,6 +151,7 @@ func leaderKill(t *testing.T, c *testenv.NATSCluster) {
 			killed <- "no leader: " + err.Error()
 			return
 		}
+		killedAt.Store(answered.Load())
 		c.Node(leader).Kill()
 		killed <- leader
 	}()
@@ -165,6 +167,9 @@ func leaderKill(t *testing.T, c *testenv.NATSCluster) {
 	leader := <-killed
 	if c.Node(leader) == nil {
 		t.Fatalf("the stream leader was not killed: %s", leader)
+	}
+	if killedAt.Load() >= keys {
+		t.Fatalf("the leader was killed after every intent was answered (%d): not mid-run", killedAt.Load())
 	}
 
 	// Read every record through a client of the surviving servers.
@@ -198,7 +203,7 @@ func leaderKill(t *testing.T, c *testenv.NATSCluster) {
 		}
 	}
 	t.Logf("killed leader %s after %d of %d intents; %d acknowledged claims ran their effect, %d lost, %d intents with a second effect, %d without an effect (unknown), %d lost-claim events",
-		leader, keys/3, keys, acked, lostClaims, dup, unknown, lost.Load())
+		leader, killedAt.Load(), keys, acked, lostClaims, dup, unknown, lost.Load())
 	if lost.Load() != 0 {
 		t.Errorf("%d lost-claim events", lost.Load())
 	}
