@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idem/cmd/idem/internal/storeopen"
@@ -69,6 +71,32 @@ func TestRunServices(t *testing.T) {
 					t.Fatal(err)
 				}
 				return len(keys)
+			},
+		},
+		// The shared server is one node: a bucket of one replica.
+		"nats": {
+			dsn: func(t testing.TB) string { return strings.TrimSuffix(testenv.NATS.Need(t), "/") + "/x?replicas=1" },
+			left: func(t *testing.T) int {
+				nc, err := nats.Connect(testenv.NATS.URL())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer nc.Close()
+				js, err := jetstream.New(nc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := 0
+				names := js.KeyValueStoreNames(ctx)
+				for name := range names.Name() {
+					if strings.HasPrefix(name, strings.ReplaceAll(scratchPrefix, "_", "-")) {
+						n++
+					}
+				}
+				if err := names.Error(); err != nil {
+					t.Fatal(err)
+				}
+				return n
 			},
 		},
 		// A path names database 0, the only one a Cluster has.
