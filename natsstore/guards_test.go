@@ -121,3 +121,31 @@ func TestSweepSparesReclaimed(t *testing.T) {
 		t.Fatalf("re-claimed record after the sweep: %+v, %v", got, err)
 	}
 }
+
+// TestFinishAfterHeartbeat: the one-request outcome after a heartbeat
+// answers, and stores, the heartbeat's lease: what a read gives.
+func TestFinishAfterHeartbeat(t *testing.T) {
+	s, peer := pair(t)
+	ctx := context.Background()
+	res, err := s.Claim(ctx, claimP("k", "a1", t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Record
+	lease := t0.Add(5 * time.Minute)
+	if err := s.Heartbeat(ctx, idem.HeartbeatParams{Scope: r.Scope, Key: r.Key, Fence: r.Fence, AttemptID: r.AttemptID, LeaseUntil: lease}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Finish(ctx, idem.FinishParams{Scope: r.Scope, Key: r.Key, Fence: r.Fence, AttemptID: r.AttemptID,
+		State: idem.StateSucceeded, Result: []byte("ok"), CompletedAt: t0, ExpiresAt: t0.Add(time.Hour), Claim: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := peer.Get(ctx, "tenant-a", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.LeaseUntil.Equal(lease) || !out.LeaseUntil.Equal(lease) || got.State != idem.StateSucceeded {
+		t.Fatalf("after a heartbeat to %v: stored lease %v (%s), answered %v", lease, got.LeaseUntil, got.State, out.LeaseUntil)
+	}
+}

@@ -64,7 +64,7 @@ func (s *Store) Claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult
 		newRev, err := s.write(ctx, k, encodeRecord(&r), rev)
 		if err == nil {
 			s.mix.Observe(false)
-			s.revs.put(k, newRev, r.Fence, r.AttemptID)
+			s.revs.put(k, newRev, r.Fence, r.AttemptID, r.LeaseUntil)
 			return idem.ClaimResult{Record: r, Claimed: true}, nil
 		}
 		if !conflict(err) {
@@ -107,7 +107,7 @@ func (s *Store) claimRead(ctx context.Context, k string, p *idem.ClaimParams, r 
 		s.mix.Observe(true)
 		own := cur.State == idem.StateInProgress && cur.AttemptID == p.AttemptID
 		if own {
-			s.revs.put(k, rev, cur.Fence, cur.AttemptID)
+			s.revs.put(k, rev, cur.Fence, cur.AttemptID, cur.LeaseUntil)
 		}
 		return idem.ClaimResult{Record: *cur, Claimed: own}, 0, true, nil
 	}
@@ -134,7 +134,9 @@ func (s *Store) remove(ctx context.Context, k string, rev uint64) error {
 // gets the current record (nil when absent) and returns the record to
 // write, or del to delete it, or done to stop with the answer it set. A
 // write that finds the revision moved on reads and decides again.
-func (s *Store) change(ctx context.Context, op, k string, decide func(cur *idem.Record) (next *idem.Record, del, done bool, err error)) error {
+//
+// after, when not nil, is called with the revision a successful write made.
+func (s *Store) change(ctx context.Context, op, k string, decide func(cur *idem.Record) (next *idem.Record, del, done bool, err error), after func(rev uint64)) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
@@ -151,12 +153,16 @@ func (s *Store) change(ctx context.Context, op, k string, decide func(cur *idem.
 		if s.writeGap != nil {
 			s.writeGap()
 		}
+		var newRev uint64
 		if del {
 			err = s.remove(ctx, k, rev)
 		} else {
-			_, err = s.write(ctx, k, encodeRecord(next), rev)
+			newRev, err = s.write(ctx, k, encodeRecord(next), rev)
 		}
 		if err == nil {
+			if after != nil {
+				after(newRev)
+			}
 			return nil
 		}
 		if !conflict(err) {
@@ -203,7 +209,7 @@ func (s *Store) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, 
 		}
 		out = &next
 		return &next, false, false, nil
-	})
+	}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +228,7 @@ func (s *Store) finishClaimed(ctx context.Context, k string, p *idem.FinishParam
 	if c.State != idem.StateInProgress || c.Scope != p.Scope || c.Key != p.Key || c.Fence != p.Fence || c.AttemptID != p.AttemptID {
 		return nil, false, nil
 	}
-	rev, ok := s.revs.take(k, p.Fence, p.AttemptID)
+	rev, lease, ok := s.revs.take(k, p.Fence, p.AttemptID)
 	if !ok {
 		return nil, false, nil
 	}
@@ -231,7 +237,7 @@ func (s *Store) finishClaimed(ctx context.Context, k string, p *idem.FinishParam
 	}
 	next := *c
 	next.Intent = bytesOrNil(string(c.Intent))
-	next.CreatedAt, next.LeaseUntil = utcMicro(c.CreatedAt), utcMicro(c.LeaseUntil)
+	next.CreatedAt, next.LeaseUntil = utcMicro(c.CreatedAt), lease // a heartbeat since the claim moved the lease
 	next.State, next.CompletedAt = p.State, utcMicro(p.CompletedAt)
 	if p.State.Terminal() {
 		next.Result, next.ExpiresAt = bytesOrNil(string(p.Result)), utcMicro(p.ExpiresAt)
@@ -257,18 +263,22 @@ func (s *Store) Release(ctx context.Context, p idem.ReleaseParams) error {
 			return nil, false, false, idem.ErrFenced
 		}
 		return nil, true, false, nil
-	})
+	}, nil)
 }
 
 // Heartbeat implements [idem.Store.Heartbeat].
 func (s *Store) Heartbeat(ctx context.Context, p idem.HeartbeatParams) error {
-	return s.change(ctx, "heartbeat", recordKey(p.Scope, p.Key), func(cur *idem.Record) (*idem.Record, bool, bool, error) {
+	k := recordKey(p.Scope, p.Key)
+	return s.change(ctx, "heartbeat", k, func(cur *idem.Record) (*idem.Record, bool, bool, error) {
 		if !holds(cur, p.Fence, p.AttemptID) || cur.State != idem.StateInProgress {
 			return nil, false, false, idem.ErrFenced
 		}
 		next := *cur
 		next.LeaseUntil = utcMicro(p.LeaseUntil)
 		return &next, false, false, nil
+	}, func(rev uint64) {
+		// The outcome that follows can still be written at this revision.
+		s.revs.put(k, rev, p.Fence, p.AttemptID, utcMicro(p.LeaseUntil))
 	})
 }
 
@@ -303,7 +313,7 @@ func (s *Store) Resolve(ctx context.Context, p idem.ResolveParams) (*idem.Record
 		}
 		out = &next
 		return &next, false, false, nil
-	})
+	}, nil)
 	if err != nil || p.Release {
 		return nil, err
 	}
@@ -322,7 +332,7 @@ func (s *Store) SetMark(ctx context.Context, scope, key string, fence int64, mar
 		next := *cur
 		next.Mark = mark
 		return &next, false, false, nil
-	})
+	}, nil)
 }
 
 // Get implements [idem.Store.Get], reading from the stream's leader.

@@ -1,6 +1,9 @@
 package natsstore
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // maxRevs bounds the revisions a store remembers: a claim whose outcome
 // never comes (its process died) leaves its entry behind until then.
@@ -20,9 +23,10 @@ type revEntry struct {
 	rev     uint64
 	fence   int64
 	attempt string
+	lease   time.Time // the record's LeaseUntil at rev: the claim's, or the last heartbeat's
 }
 
-func (c *revCache) put(k string, rev uint64, fence int64, attempt string) {
+func (c *revCache) put(k string, rev uint64, fence int64, attempt string, lease time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
@@ -33,17 +37,17 @@ func (c *revCache) put(k string, rev uint64, fence int64, attempt string) {
 			return
 		}
 	}
-	c.m[k] = revEntry{rev, fence, attempt}
+	c.m[k] = revEntry{rev, fence, attempt, lease}
 }
 
-// take removes k's entry and returns its revision if it is (fence,
-// attempt)'s.
-func (c *revCache) take(k string, fence int64, attempt string) (uint64, bool) {
+// take removes k's entry and returns its revision and lease if it is
+// (fence, attempt)'s.
+func (c *revCache) take(k string, fence int64, attempt string) (uint64, time.Time, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[k]
 	delete(c.m, k)
-	return e.rev, ok && e.fence == fence && e.attempt == attempt
+	return e.rev, e.lease, ok && e.fence == fence && e.attempt == attempt
 }
 
 func (c *revCache) drop(k string) {
