@@ -16,11 +16,13 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp/middlewaretest"
 	"github.com/idemkit/idem/internal/testenv"
+	"github.com/idemkit/idem/storetest"
 )
 
 // TestCluster runs, on one three-node JetStream cluster the test starts
 // on loopback ports of its own, the store suite and the middleware's
-// guarantees on three-replica buckets, the replication check, and last
+// guarantees on three-replica buckets, storetest's race, the replication
+// check, and last
 // the kill of the bucket's stream leader under load.
 func TestCluster(t *testing.T) {
 	c := testenv.StartNATSCluster(t, 3)
@@ -28,6 +30,12 @@ func TestCluster(t *testing.T) {
 	t.Run("Conformance", func(t *testing.T) { runConformance(t, nc, c.URL(), 3) })
 	t.Run("Middleware", func(t *testing.T) {
 		middlewaretest.Run(t, func(t *testing.T) idem.Store { return newStore(t, nc, newBucket(t, nc, 3)) })
+	})
+	t.Run("Race", func(t *testing.T) {
+		rep := storetest.Race(t, newStore(t, nc, newBucket(t, nc, 3)), 16, 50)
+		if rep.Extra != 0 || rep.Missing != 0 || rep.Errors != 0 {
+			t.Fatalf("race: %+v", rep)
+		}
 	})
 	t.Run("Replication", func(t *testing.T) {
 		s := newStore(t, nc, newBucket(t, nc, 3))
