@@ -202,4 +202,4 @@ func parseStatusList(s string) ([]int, error) {
 func isToken(s string) bool { return httpsyntax.IsToken(s) }
 
 // storeDSNs lists the store DSN forms, for every --store flag's help.
-const storeDSNs = "sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, redis+sentinel://…, dynamodb://TABLE?region=…, memory://"
+const storeDSNs = "sqlite://PATH, postgres://…, mysql://…, redis://…, redis+cluster://…, redis+sentinel://…, nats://…/BUCKET, dynamodb://TABLE?region=…, memory://"

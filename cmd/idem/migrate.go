@@ -9,7 +9,7 @@ import (
 
 func cmdMigrate(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("migrate", "idem migrate [--store DSN] [--print | --json]",
-		"Create or upgrade the store's schema. With --print, write the SQL to stdout\ninstead, for teams that run their own migration tool; the script records the\nmigrations it applies, so a later `idem migrate` finds nothing to do.\ndynamodb:// creates the table, its two indexes and TTL; --print gives the\nCreateTable request as JSON (aws dynamodb create-table --cli-input-json).\nmemory:// and Redis stores keep no SQL schema: migrate says so on stderr and\nexits 0, and --print, having nothing to print, exits 2.",
+		"Create or upgrade the store's schema. With --print, write the SQL to stdout\ninstead, for teams that run their own migration tool; the script records the\nmigrations it applies, so a later `idem migrate` finds nothing to do.\ndynamodb:// creates the table, its two indexes and TTL; --print gives the\nCreateTable request as JSON (aws dynamodb create-table --cli-input-json).\nmemory://, Redis and NATS stores keep no SQL schema: migrate says so on stderr and\nexits 0 (for nats://, after creating the bucket: replicas and storage from the DSN), and --print, having nothing to print, exits 2.",
 		"idem migrate --store postgres://idem@db:5432/app --print > idem.sql")
 	dsn := f.String("store", storeopen.Default, "store DSN: "+storeDSNs)
 	print := f.Bool("print", false, "print the schema SQL instead of applying it")
@@ -27,6 +27,19 @@ func cmdMigrate(ctx context.Context, e *env, args []string) int {
 	d, err := storeopen.Parse(*dsn)
 	if err != nil {
 		return f.usageError("--store: %v", err)
+	}
+	if !d.HasSchema() && !*print {
+		desc, ok, err := storeopen.Provision(ctx, *dsn)
+		if err != nil {
+			return f.fail(err)
+		}
+		if ok {
+			fmt.Fprintf(e.stderr, "%s: %s (no SQL schema)\n", f.Name(), desc)
+			if *asJSON {
+				return writeJSON(f, e.stdout, migrateResult{Store: redacted(*dsn)})
+			}
+			return exitOK
+		}
 	}
 	if !d.HasSchema() {
 		// Nothing to migrate is not a failure: deployment scripts run

@@ -98,6 +98,12 @@ func TestDSNRewriting(t *testing.T) {
 			t.Errorf("pgReplicatedLevel(%q) = %q, want %q", dsn, got, want)
 		}
 	}
+	if got := natsDSN("nats://u:p@a:1,b:2/mine?replicas=1", "scratch"); got != "nats://u:p@a:1,b:2/scratch?replicas=1" {
+		t.Errorf("natsDSN = %q", got)
+	}
+	if got := natsDSN("nats://h", "scratch"); got != "nats://h/scratch" {
+		t.Errorf("natsDSN without a bucket = %q", got)
+	}
 	got, err := mysqlDriverDSN("mysql://root:p%40ss@h/test?table=t")
 	if err != nil || got != "root:p@ss@tcp(h:3306)/test?interpolateParams=true" {
 		t.Errorf("mysqlDriverDSN = %q, %v", got, err)

@@ -28,6 +28,9 @@ func TestDurabilityNotes(t *testing.T) {
 		{"sqlite full", sqliteDurabilityNote("FULL"), ""},
 		{"sqlite extra", sqliteDurabilityNote("extra"), ""},
 		{"sqlite normal", sqliteDurabilityNote("normal"), "synchronous=NORMAL"},
+		{"nats R3 file", natsDurabilityNote(3, false), ""},
+		{"nats R1", natsDurabilityNote(1, false), "replicas=1"},
+		{"nats memory", natsDurabilityNote(3, true), "storage=memory"},
 	} {
 		if (c.want == "") != (c.note == "") || !strings.Contains(c.note, c.want) {
 			t.Errorf("%s: note %q, want one naming %q", c.name, c.note, c.want)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idem/cmd/idem/internal/storeopen"
@@ -93,6 +95,32 @@ func TestRunServices(t *testing.T) {
 					if strings.HasPrefix(name, scratchPrefix) {
 						n++
 					}
+				}
+				return n
+			},
+		},
+		// The shared server is one node: a bucket of one replica.
+		"nats": {
+			dsn: func(t testing.TB) string { return strings.TrimSuffix(testenv.NATS.Need(t), "/") + "/x?replicas=1" },
+			left: func(t *testing.T) int {
+				nc, err := nats.Connect(testenv.NATS.URL())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer nc.Close()
+				js, err := jetstream.New(nc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := 0
+				names := js.KeyValueStoreNames(ctx)
+				for name := range names.Name() {
+					if strings.HasPrefix(name, strings.ReplaceAll(scratchPrefix, "_", "-")) {
+						n++
+					}
+				}
+				if err := names.Error(); err != nil {
+					t.Fatal(err)
 				}
 				return n
 			},

@@ -101,6 +101,8 @@ func openTarget(ctx context.Context, dsn string) (*target, error) {
 		t, err = openPostgresTarget(ctx, d, name)
 	case "dynamodb":
 		t, err = openDynamoTarget(ctx, d, name)
+	case "nats":
+		t, err = openNATSTarget(ctx, d, strings.ReplaceAll(name, "_", "-"))
 	default:
 		err = fmt.Errorf("the bench has no raw baseline for %s:// yet", d.Scheme)
 	}

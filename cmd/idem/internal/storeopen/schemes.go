@@ -18,6 +18,9 @@ type scheme struct {
 	open func(ctx context.Context, d DSN, opt Options) (idem.Store, error)
 	// migrationsSQL returns the schema script; nil for stores without one.
 	migrationsSQL func(d DSN) (string, error)
+	// provision creates what a store without SQL schema needs (a NATS
+	// bucket) and describes it; nil for stores that need nothing.
+	provision func(ctx context.Context, d DSN) (string, error)
 }
 
 // schemes is the table of known backends, one entry each.
@@ -35,6 +38,8 @@ var schemes = map[string]scheme{
 	// DynamoDB's "schema" is its table and indexes; --print gives the
 	// CreateTable request as JSON.
 	"dynamodb": {check: checkDynamo, open: openDynamo, migrationsSQL: dynamoMigrations},
+	// NATS keeps no schema; migrate creates the bucket.
+	"nats": {check: checkNATS, open: openNATS, provision: provisionNATS},
 }
 
 func checkMemory(d DSN) error {

@@ -12,6 +12,7 @@
 //	redis://…, rediss://… Redis; redis+cluster://host:port,… a Redis Cluster;
 //	                      redis+sentinel://host:port,…/db?master=NAME a primary
 //	                      behind Sentinel (redis.go)
+//	nats://host:port[,…]/BUCKET  a NATS JetStream key-value bucket (nats.go)
 //	memory://             in-process memory store (lost on exit)
 //	dynamodb://TABLE?region=… Amazon DynamoDB table (dynamodb.go)
 //
@@ -138,6 +139,25 @@ func Open(ctx context.Context, dsn string, opt Options) (idem.Store, error) {
 // is whether migrating it or printing its migrations means anything. The
 // memory and Redis stores have none.
 func (d DSN) HasSchema() bool { return schemes[d.Scheme].migrationsSQL != nil }
+
+// Provision creates what the store dsn names needs besides an SQL schema
+// (a NATS bucket) and describes what it made or found; ok is false for a
+// store that needs nothing (see [DSN.HasSchema] for the SQL stores).
+func Provision(ctx context.Context, dsn string) (desc string, ok bool, err error) {
+	d, err := Parse(dsn)
+	if err != nil {
+		return "", false, err
+	}
+	p := schemes[d.Scheme].provision
+	if p == nil {
+		return "", false, nil
+	}
+	desc, err = p(ctx, d)
+	if err != nil {
+		return "", true, fmt.Errorf("storeopen: provision %s: %w", d.Redacted(), err)
+	}
+	return desc, true, nil
+}
 
 // MigrationsSQL returns the SQL that creates the schema of the store dsn
 // names, bookkeeping of the applied migrations included, for teams that

@@ -89,7 +89,8 @@ func FuzzParse(f *testing.F) {
 		"redis+sentinel://u:p@a:26379,b/0?master=m&wait_replicas=all&min_replicas=1&sentinel_password=x",
 		"redis+cluster://a:1,b:2?cluster_refresh=500ms&wait_replicas=all", "redis+sentinel://h?master=",
 		"postgres://u@a:1,b:2/db?target_session_attrs=read-write&replicated_claims=on&replicated_claims_timeout=1s",
-		"dynamodb://idem-records?region=eu-west-1&endpoint=http://127.0.0.1:8000&ttl_grace=1h&index_shards=8", "dynamodb://a?b=%zz"} {
+		"dynamodb://idem-records?region=eu-west-1&endpoint=http://127.0.0.1:8000&ttl_grace=1h&index_shards=8", "dynamodb://a?b=%zz",
+		"nats://a:4222,b/idem?replicas=3&storage=file&call_timeout=5s", "nats://u:p@h/b", "nats://h", "nats://h/a.b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
