@@ -132,14 +132,14 @@ type pgRaw struct {
 }
 
 func (p *pgRaw) create(ctx context.Context) error {
-	// The CHECK constraints are pgstore's too: PostgreSQL plans them in
-	// every INSERT and UPDATE (~15-20 µs of server CPU a request).
-	// The columns, their types and order are pgstore's (migration 0003),
+	// No CHECK constraints, as pgstore's table since its migration 0004
+	// (PostgreSQL plans them in every INSERT and UPDATE, ~15 µs of server
+	// CPU a request). The columns, their types and order are pgstore's (migration 0003),
 	// so that bytes a record compare like with like.
 	_, err := p.pool.Exec(ctx, `CREATE TABLE `+p.table+` (
-		fence bigint NOT NULL CHECK (fence > 0), created_at timestamptz NOT NULL, lease_until timestamptz,
+		fence bigint NOT NULL, created_at timestamptz NOT NULL, lease_until timestamptz,
 		completed_at timestamptz, expires_at timestamptz,
-		state "char" NOT NULL CHECK (state IN ('p', 's', 'f', 'u')), waiting boolean NOT NULL DEFAULT false,
+		state "char" NOT NULL, waiting boolean NOT NULL DEFAULT false,
 		is_unknown boolean GENERATED ALWAYS AS (state = 'u') STORED,
 		scope text COLLATE "C" NOT NULL, key text COLLATE "C" NOT NULL, fingerprint bytea NOT NULL,
 		attempt_id bytea NOT NULL, mark text NOT NULL DEFAULT '', intent bytea, result bytea,
