@@ -12,10 +12,10 @@ const columns = "scope, key, fingerprint, state, fence, attempt_id, intent, resu
 // CockroachDB and YugabyteDB also accept; pg_notify is left out when
 // notifications are disabled.
 type statements struct {
-	claim, insertOnly, reclaim    string
+	claim, insertOnly, reclaim string
 	// insertReturning is insertOnly returning the inserted row as claim
 	// does: a batched first-time claim (see claimOnce).
-	insertReturning string
+	insertReturning               string
 	finishTerminal, finishUnknown string
 	finishKnown                   string
 	release, heartbeat            string
