@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem"
@@ -32,7 +31,7 @@ type batchReq struct {
 	done       chan batchRes // buffered: the batcher never blocks on it
 }
 
-// batchRes is the answer to a batchReq, sent after COMMIT returned.
+// batchRes is the answer to a batchReq, sent after the commit returned.
 type batchRes struct {
 	rec   idem.Record
 	flag  bool
@@ -63,22 +62,26 @@ const maxTxWrites = 4
 // batcher is group commit: one goroutine gathers the claims (and, with
 // Config.BatchFinishes, the finishes) that arrive within a window; each
 // batch runs as transactions of at most maxTxWrites writes, each in one
-// pipelined round trip (BEGIN, the statements, COMMIT). Statements run in
+// pipelined round trip: the statements and one Sync, which PostgreSQL runs
+// as one implicit transaction committed at the Sync (no BEGIN and COMMIT
+// statements: two fewer a batch, measured at 3.2 statements a first-time
+// request at 16 callers with them). Statements run in
 // (scope, key) order, so two batches, from this process or another, lock
 // rows in the same order and cannot deadlock each other. Up to
 // maxInFlight transactions run at once.
 //
 // In a pipeline, PostgreSQL skips everything after a failed statement up
-// to the final Sync, COMMIT included: a batch commits only if all of its
-// statements succeeded.
+// to the Sync and rolls the implicit transaction back: a batch commits only
+// if all of its statements succeeded.
 //
 // Batching never changes what a statement decides: the claim is still the
 // INSERT … ON CONFLICT DO NOTHING decided by the primary key, an outcome
 // still the fenced UPDATE. Neither raises an error on a conflict, so
 // normally no request can fail its neighbours; if one does fail (which
 // aborts the transaction), the batch is rolled back and every request is
-// run again on its own, each caller getting its own answer. If COMMIT
-// fails, every caller gets the error: none was acknowledged.
+// run again on its own, each caller getting its own answer. If the commit
+// fails or is not confirmed, every caller gets the error: none was
+// acknowledged.
 type batcher struct {
 	pool *pgxpool.Pool
 	q    *commitqueue.Queue[*batchReq]
@@ -208,12 +211,15 @@ func (b *batcher) write(ctx context.Context, conn *pgxpool.Conn, batch []*batchR
 	case errors.Is(err, errCommit):
 		return same(len(batch), wrap("batch commit", err))
 	}
-	// A statement failed and aborted the transaction before COMMIT:
-	// nothing was written. Run each request alone so only its own caller
-	// sees the failure.
+	// A statement failed and the implicit transaction was rolled back at
+	// the Sync: nothing was written. Run each request alone so only its
+	// own caller sees the failure. (A connection left inside a transaction
+	// — it cannot be, the batch has no BEGIN — is rolled back first.)
 	b.fallbacks.Add(1)
-	if _, rerr := conn.Exec(ctx, "ROLLBACK"); rerr != nil {
-		return same(len(batch), wrap("batch", errors.Join(err, rerr)))
+	if conn.Conn().PgConn().TxStatus() != 'I' {
+		if _, rerr := conn.Exec(ctx, "ROLLBACK"); rerr != nil {
+			return same(len(batch), wrap("batch", errors.Join(err, rerr)))
+		}
 	}
 	for i, r := range batch {
 		results[i] = runOne(ctx, conn, r)
@@ -237,50 +243,37 @@ func answer(batch []*batchReq, results []batchRes) {
 	}
 }
 
-// errCommit marks a batch whose statements all succeeded but whose COMMIT
+// errCommit marks a batch whose statements all succeeded but whose commit
 // failed or was not confirmed: its outcome is unknown.
 var errCommit = errors.New("commit failed")
 
-// runBatch sends BEGIN, every statement and COMMIT in one pipelined round
-// trip and reads their answers. An error wrapping errCommit means every
-// statement succeeded but the commit is not confirmed; any other error
-// means the transaction did not commit and may still be open.
+// runBatch sends every statement and one Sync in one pipelined round trip
+// and reads their answers: one implicit transaction, committed at the Sync
+// when every statement succeeded (PostgreSQL then answers the Sync, which
+// Close reads, only after the commit), rolled back otherwise. An error
+// wrapping errCommit means every statement succeeded but the commit is not
+// confirmed; any other error means the transaction did not commit.
 func runBatch(ctx context.Context, conn *pgxpool.Conn, batch []*batchReq) ([]batchRes, error) {
 	var pb pgx.Batch
-	pb.Queue("BEGIN")
 	for _, r := range batch {
 		pb.Queue(r.sql, r.args...)
 	}
-	pb.Queue("COMMIT")
 	br := conn.SendBatch(ctx, &pb)
-	_, err := br.Exec()
 	results := make([]batchRes, len(batch))
+	var err error
 	for i := range batch {
-		if err != nil {
+		results[i] = scanResult(br.QueryRow())
+		if err = results[i].err; err != nil {
 			break
 		}
-		results[i] = scanResult(br.QueryRow())
-		err = results[i].err
 	}
 	if err == nil {
-		if err = checkCommit(br.Exec()); err == nil {
-			_ = br.Close() // committed: nothing left that could change the answers
-			return results, nil
+		if err = br.Close(); err != nil {
+			return results, fmt.Errorf("%w: %w", errCommit, err)
 		}
+		return results, nil
 	}
 	return results, errors.Join(err, br.Close())
-}
-
-// checkCommit checks that PostgreSQL did commit: COMMIT of a transaction
-// that failed answers ROLLBACK without an error.
-func checkCommit(tag pgconn.CommandTag, err error) error {
-	if err == nil && tag.String() != "COMMIT" {
-		err = fmt.Errorf("COMMIT answered %q", tag.String())
-	}
-	if err != nil {
-		return fmt.Errorf("%w: %w", errCommit, err)
-	}
-	return nil
 }
 
 // runOne runs a request's statement in its own implicit transaction.

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/groupcommit"
 	"github.com/idemkit/idem/internal/testenv"
@@ -271,5 +273,65 @@ func TestBatchEagerLoneWriteGoesAlone(t *testing.T) {
 	wg.Wait()
 	if got, largest := s.BatchStats(); got == 0 || largest < 2 {
 		t.Fatalf("64 callers: %d writes batched, largest transaction %d; want some sharing", got, largest)
+	}
+}
+
+// TestBatchCommitFailureIsReported: a batch whose statements all succeed
+// but whose commit fails (here a deferred constraint trigger that refuses
+// one key at commit) acknowledges none of its claims: every claim that
+// returned Claimed is in the table, the refused key's claim failed, and
+// nothing of its transaction was written.
+func TestBatchCommitFailureIsReported(t *testing.T) {
+	t.Parallel()
+	const n = 8
+	s := newStore(t, pgstore.Config{Batch: pgstore.Batch{Window: groupcommit.MaxWindow, MaxSize: n}})
+	ctx := context.Background()
+	pool := testPool(t)
+	fn := pgx.Identifier{s.Schema(), "refuse_doomed"}.Sanitize()
+	for _, q := range []string{
+		`CREATE FUNCTION ` + fn + `() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.key = 'doomed' THEN RAISE EXCEPTION 'refused at commit'; END IF;
+	RETURN NULL;
+END $$`,
+		`CREATE CONSTRAINT TRIGGER refuse_doomed AFTER INSERT ON ` + pgx.Identifier{s.Schema(), "idem_records"}.Sanitize() +
+			` DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ` + fn + `()`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := []string{"doomed"}
+	for i := range n - 1 {
+		keys = append(keys, fmt.Sprint("k-", i))
+	}
+	claimed := make([]bool, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		wg.Go(func() {
+			p := claimParams(k, "a", t0)
+			c, err := s.Claim(ctx, p)
+			claimed[i], errs[i] = c.Claimed, err
+		})
+	}
+	wg.Wait()
+	if errs[0] == nil {
+		t.Fatalf("the claim refused at commit returned no error (claimed %v)", claimed[0])
+	}
+	failed := 0
+	for i, k := range keys {
+		_, err := s.Get(ctx, "tenant-1", k)
+		switch {
+		case claimed[i] && err != nil:
+			t.Errorf("claim %q acknowledged but not in the table: %v", k, err)
+		case errs[i] != nil && err == nil:
+			t.Errorf("claim %q failed but its row was written", k)
+		case errs[i] != nil:
+			failed++
+		}
+	}
+	if failed < 2 {
+		t.Fatalf("only %d claims failed: the refused key shared no transaction, nothing was tested", failed)
 	}
 }

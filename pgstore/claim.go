@@ -117,6 +117,20 @@ func (o ops) claimOnce(ctx context.Context, p idem.ClaimParams) (rec idem.Record
 		b = nil
 	}
 	if b != nil {
+		if !mix.ReadFirst() {
+			// Mostly first-time requests: the plain insert, batched. A
+			// row is our claim; none means the key is taken (or its
+			// inserter committed after the statement's snapshot), and
+			// the claim statement below, in a batch of its own, reads it.
+			res := b.submit(ctx, "claim", p.Scope, p.Key, o.sql.insertReturning, args)
+			if res.err != nil {
+				return rec, false, false, res.err
+			}
+			if res.found {
+				mix.Observe(false)
+				return res.rec, true, true, nil
+			}
+		}
 		res := b.submit(ctx, "claim", p.Scope, p.Key, o.sql.claim, args)
 		rec, claimed, found, err = res.rec, res.flag, res.found, res.err
 	} else if o.st.replicated() && !o.db.inTx() {

@@ -42,6 +42,15 @@ func TestConformanceBatchedEager(t *testing.T) {
 	runConformance(t, pgstore.Config{Batch: pgstore.Batch{Eager: true, MaxSize: 32}}, false)
 }
 
+// TestConformanceBatchedInsertFirst runs the suite with group commit on
+// and the claim-path chooser pinned to its first-time mode: batched claims
+// are then plain inserts returning the row, and a taken key goes on to the
+// claim statement in a later batch.
+func TestConformanceBatchedInsertFirst(t *testing.T) {
+	t.Parallel()
+	runConformance(t, pgstore.Config{Batch: pgstore.Batch{Window: time.Millisecond, MaxSize: 32}}, true)
+}
+
 // TestConformanceBatchedFinishes runs the suite with outcomes batched too.
 func TestConformanceBatchedFinishes(t *testing.T) {
 	t.Parallel()

@@ -34,9 +34,10 @@
 // Batch.MaxSize) — or, with Batch.Eager and no window, the claims that
 // queued while earlier batches were being written — are gathered into
 // one batch and written in transactions
-// of at most four, each sent as one pipelined round trip: BEGIN, the
-// statements in (scope, key) order (so concurrent transactions, from any
-// process, lock rows in one order and cannot deadlock each other), COMMIT.
+// of at most four, each sent as one pipelined round trip: the statements
+// in (scope, key) order (so concurrent transactions, from any process,
+// lock rows in one order and cannot deadlock each other) and one Sync, at
+// which PostgreSQL commits them as one implicit transaction.
 // Up to four transactions are in flight at once; with Eager, a write that
 // finds the batcher idle is sent on its own, as without batching (the
 // idem CLI's default for PostgreSQL). Outcomes (Finish) join
