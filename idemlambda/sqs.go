@@ -93,8 +93,6 @@ func (r *sqsRecord) lookup(p Pointer) (any, error) {
 	return p.Lookup(r.doc)
 }
 
-type recordKey struct{}
-
 // Handle processes a batch and returns the records to redeliver.
 func (s *SQS) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	var out events.SQSEventResponse
