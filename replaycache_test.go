@@ -93,15 +93,30 @@ func TestReplayCacheSkipsUndecidedRecords(t *testing.T) {
 	}
 }
 
+// The cache is on by default over a shared store too: a retry in the
+// process that recorded the outcome needs no store round trip. Turned off,
+// every replay reads the store.
 func TestReplayCacheDefaults(t *testing.T) {
 	ctx := context.Background()
-	shared := &claimCounter{Store: memstore.New()}
-	e := newEngine(t, shared, idem.Config{})
-	for i := 0; i < 3; i++ {
-		_, _ = e.DoBytes(ctx, idem.Request{Key: "k"}, ok("v"))
-	}
-	if n := shared.claims.Load(); n != 3 {
-		t.Fatalf("shared store: %d claims, want 3 (cache off by default)", n)
+	for _, tc := range []struct {
+		name   string
+		cfg    idem.ReplayCacheConfig
+		claims int64
+	}{
+		{"default", idem.ReplayCacheConfig{}, 1},
+		{"off", idem.ReplayCacheConfig{MaxBytes: -1}, 3},
+	} {
+		shared := &claimCounter{Store: memstore.New()}
+		e := newEngine(t, shared, idem.Config{ReplayCache: tc.cfg})
+		for i := 0; i < 3; i++ {
+			r, err := e.DoBytes(ctx, idem.Request{Key: "k"}, ok("v"))
+			if err != nil || r.Replayed != (i > 0) {
+				t.Fatalf("%s: request %d = %+v, %v", tc.name, i, r, err)
+			}
+		}
+		if n := shared.claims.Load(); n != tc.claims {
+			t.Errorf("shared store, cache %s: %d claims for 1 first run + 2 replays, want %d", tc.name, n, tc.claims)
+		}
 	}
 }
 

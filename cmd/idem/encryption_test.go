@@ -123,7 +123,9 @@ func encryptionRound(t *testing.T, st atRestStore, encrypt bool) {
 		_, _ = w.Write([]byte(`{"account":"` + plantedBody + `"}`))
 	})
 	keysA := writeKeyFile(t, 0o600, "a")
-	args := []string{"--global-scope", "--upstream", up.URL, "--store", st.dsn, "--intent", "counterparty=/to"}
+	// --replay-cache 0: the test reads a forced resolution made by another
+	// process (idem resolve) through the running proxy at once.
+	args := []string{"--global-scope", "--upstream", up.URL, "--store", st.dsn, "--intent", "counterparty=/to", "--replay-cache", "0"}
 	var keyArgs []string
 	if encrypt {
 		keyArgs = []string{"--encryption-key-file", keysA}

@@ -13,8 +13,8 @@ import (
 // Sides of a cell.
 const (
 	sideRaw       = "raw"
-	sideIdem      = "idem"       // engine, replay cache off
-	sideIdemCache = "idem+cache" // engine, replay cache on
+	sideIdem      = "idem"       // engine, replay cache off: every request reaches the store
+	sideIdemCache = "idem+cache" // engine with its defaults, replay cache on
 )
 
 // replayKeys is how many recorded keys the replay and mixed scenarios
@@ -24,9 +24,13 @@ const replayKeys = 1000
 // stormDup is how many consecutive requests of the storm share one key.
 const stormDup = 16
 
-// sidesOf lists the sides a scenario runs, raw first.
+// sidesOf lists the sides a scenario runs, raw first. The first-time,
+// replay and mixed scenarios also run the engine with its replay cache (on
+// by default): what it saves replays, and what filling it costs
+// first-time requests.
 func sidesOf(scenario string) []string {
-	if scenario == ScenarioReplay {
+	switch scenario {
+	case ScenarioFirst, ScenarioReplay, ScenarioMixed:
 		return []string{sideRaw, sideIdem, sideIdemCache}
 	}
 	return []string{sideRaw, sideIdem}
@@ -36,7 +40,7 @@ func sidesOf(scenario string) []string {
 type workload struct {
 	raw      rawStore
 	eng      *idem.Engine // replay cache off
-	cacheEng *idem.Engine // replay cache on
+	cacheEng *idem.Engine // replay cache as by default (on)
 	payload  []byte
 	prepOnce sync.Once
 	prepErr  error

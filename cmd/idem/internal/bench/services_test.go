@@ -108,7 +108,7 @@ func TestRunServices(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(rep.Cells) != 5 || len(rep.Waiters) != 2 || rep.Waiters[0].Replayed != 50 || rep.Waiters[1].Replayed != 50 {
+			if len(rep.Cells) != 6 || len(rep.Waiters) != 2 || rep.Waiters[0].Replayed != 50 || rep.Waiters[1].Replayed != 50 {
 				t.Fatalf("report: %d cells, waiters %+v", len(rep.Cells), rep.Waiters)
 			}
 			if rep.Header.Durability == "" || strings.Contains(rep.Header.Durability, "?") {
