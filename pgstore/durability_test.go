@@ -65,8 +65,8 @@ func TestCheckSchema(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, pgstore.Config{})
 	v, fs, err := s.CheckSchema(ctx)
-	if err != nil || v != 3 || len(fs) != 0 {
-		t.Fatalf("migrated: version %d, %+v, %v; want 3 (the latest) and none", v, fs, err)
+	if err != nil || v != 4 || len(fs) != 0 {
+		t.Fatalf("migrated: version %d, %+v, %v; want 4 (the latest) and none", v, fs, err)
 	}
 	tbl := pgx.Identifier{s.Schema(), s.Config().Table}.Sanitize()
 	pkey := pgx.Identifier{s.Config().Table + "_pkey"}.Sanitize()

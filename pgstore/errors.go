@@ -7,7 +7,10 @@ import (
 	"github.com/idemkit/idem"
 )
 
-var errNilPool = errors.New("pgstore: New: pool is nil")
+var (
+	errNilPool       = errors.New("pgstore: New: pool is nil")
+	errNilPoolConfig = errors.New("pgstore: OpenConfig: pool configuration is nil")
+)
 
 // wrap translates a backend error at the boundary: "no rows" becomes
 // idem.ErrNotFound, anything else an *idem.StoreError naming the operation

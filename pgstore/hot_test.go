@@ -311,8 +311,8 @@ func testMigrateFrom(t *testing.T, from int, table string) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatalf("Migrate from version %d: %v", from, err)
 	}
-	if v, fs, err := s.CheckSchema(ctx); err != nil || v != 3 || len(fs) != 0 {
-		t.Fatalf("schema version %d, %+v, %v; want 3 and no findings", v, fs, err)
+	if v, fs, err := s.CheckSchema(ctx); err != nil || v != 4 || len(fs) != 0 {
+		t.Fatalf("schema version %d, %+v, %v; want 4 and no findings", v, fs, err)
 	}
 	for _, r := range rows {
 		got, err := s.Get(ctx, "tenant-1", r.key)

@@ -94,6 +94,19 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, wrap("open", err)
 	}
+	return OpenConfig(ctx, pcfg, cfg)
+}
+
+// OpenConfig is [Open] from a parsed pool configuration, for settings a
+// DSN cannot carry: a pgx.QueryTracer (pcfg.ConnConfig.Tracer, e.g. for
+// tracing or counting statements), hooks such as AfterConnect. It prepares
+// pcfg with [ConfigurePool], connects a new pool and returns a store that
+// owns it: [Store.Close] closes the pool. pcfg must come from
+// pgxpool.ParseConfig (a nil pcfg is an error).
+func OpenConfig(ctx context.Context, pcfg *pgxpool.Config, cfg Config) (*Store, error) {
+	if pcfg == nil {
+		return nil, errNilPoolConfig
+	}
 	ConfigurePool(pcfg)
 	if cfg.CallTimeout >= 0 {
 		// The server-side twin of the call bound, unless the DSN set one.

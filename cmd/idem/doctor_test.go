@@ -199,7 +199,7 @@ func TestDoctorPostgres(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("healthy: exit %d\n%s%s", code, out, errs)
 	}
-	for _, w := range []string{"ok       schema      version 3; unique constraint on (scope, key) present", "ok       clock       the store's clock is", "healthy."} {
+	for _, w := range []string{"ok       schema      version 4; unique constraint on (scope, key) present", "ok       clock       the store's clock is", "healthy."} {
 		if !strings.Contains(out, w) {
 			t.Errorf("report lacks %q:\n%s", w, out)
 		}

@@ -98,8 +98,8 @@ func TestMigratePrintThenMigrate(t *testing.T) {
 		if _, err := conn.Exec(ctx, script); err != nil {
 			t.Fatalf("apply printed script: %v", err)
 		}
-		if o, e, code := runCLI("migrate", "--store", dsn); code != exitOK || !strings.HasSuffix(o, " is up to date at version 3\n") {
-			t.Fatalf("migrate after the printed script: code %d, stdout %q, stderr %q; want up to date at version 3", code, o, e)
+		if o, e, code := runCLI("migrate", "--store", dsn); code != exitOK || !strings.HasSuffix(o, " is up to date at version 4\n") {
+			t.Fatalf("migrate after the printed script: code %d, stdout %q, stderr %q; want up to date at version 4", code, o, e)
 		}
 	})
 }

@@ -28,10 +28,22 @@ type cellResult struct {
 	elapsed  time.Duration
 	hist     hist
 	outcomes [numOutcomes]int64
+	// use is what the metered slices cost the server, usedOps their
+	// requests; metered marks a slice that was metered.
+	use     usage
+	usedOps int64
+	metered bool
 }
 
-// add accumulates o, one slice of the same cell, into r.
+// add accumulates o, one slice of the same cell, into r. A cell is
+// metered only when every slice of it was.
 func (r *cellResult) add(o *cellResult) {
+	if o.metered && (r.usedOps > 0 || r.ops == 0) && r.use != unmeasured {
+		r.use.add(o.use)
+		r.usedOps += o.ops
+	} else {
+		r.use, r.usedOps = unmeasured, 0
+	}
 	r.ops += o.ops
 	r.elapsed += o.elapsed
 	r.hist.merge(&o.hist)

@@ -47,7 +47,7 @@ func openRedisTarget(ctx context.Context, d storeopen.DSN, name string) (*target
 	}
 	cleanup := func(ctx context.Context) error { return deleteMatching(ctx, client, name+"*") }
 	return &target{idemDSN: withQuery(d.Raw, "prefix", name), raw: raw, cleanup: cleanup,
-		footprint: redisFootprint(client, name), prefill: storePrefill(raw),
+		footprint: redisFootprint(client, name), prefill: storePrefill(raw), meter: &redisMeter{c: client},
 		durability: dur, durabilityNote: note}, nil
 }
 

@@ -150,7 +150,7 @@ func writeScenario(w io.Writer, sc string, cells []Cell) error {
 	if prefilled {
 		fmt.Fprint(tw, "records\t")
 	}
-	fmt.Fprintln(tw, "c\tside\tops/s\tp50\tp99\tidem/raw\tfirst\treplays\tconflicts\t")
+	fmt.Fprintln(tw, "c\tside\tops/s\tp50\tp99\tidem/raw\tfirst\treplays\tconflicts\tstmts/req\tsrv CPU/req\tWAL/req\t")
 	for _, c := range cells {
 		if c.Scenario != sc {
 			continue
@@ -159,15 +159,16 @@ func writeScenario(w io.Writer, sc string, cells []Cell) error {
 			fmt.Fprintf(tw, "%s\t", count(c.Prefill))
 		}
 		if c.Error != "" {
-			fmt.Fprintf(tw, "%d\t%s\tfailed\t\t\t\t\t\t\t\n", c.Concurrency, c.Side)
+			fmt.Fprintf(tw, "%d\t%s\tfailed\t\t\t\t\t\t\t\t\t\t\n", c.Concurrency, c.Side)
 			continue
 		}
 		ratio := ""
 		if c.Side != sideRaw {
 			ratio = fmt.Sprintf("%.2f", c.Ratio)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t\n", c.Concurrency, c.Side, rate(c.OpsPerSec),
-			msString(c.P50), msString(c.P99), ratio, c.First, c.Replays, c.Conflicts)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t\n", c.Concurrency, c.Side, rate(c.OpsPerSec),
+			msString(c.P50), msString(c.P99), ratio, c.First, c.Replays, c.Conflicts,
+			orNA(c.StmtsPerReq, "%.2f"), orNA(c.ServerCPUPerReq, "%.0fµs"), orNA(c.WALPerReq, "%.0f B"))
 	}
 	return tw.Flush()
 }
@@ -233,6 +234,14 @@ func msString(ms float64) string {
 }
 
 func mib(kib int64) float64 { return float64(kib) / 1024 }
+
+// orNA formats *v, or "n/a" when it was not measured.
+func orNA(v *float64, format string) string {
+	if v == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf(format, *v)
+}
 
 func orDash(s string) string {
 	if s == "" {

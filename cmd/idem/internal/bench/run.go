@@ -74,6 +74,14 @@ type Cell struct {
 	// Ratio is this side's ops/s over the raw side's in the same scenario
 	// and concurrency; 0 for the raw side itself.
 	Ratio float64 `json:"ratio,omitempty"`
+	// StmtsPerReq, ServerCPUPerReq (µs) and WALPerReq (bytes) are what
+	// the side cost the server per request, read around each of its
+	// slices (see meter.go); absent where the store or the server's
+	// placement does not let them be measured. On Redis, statements are
+	// commands and the CPU is the whole server's.
+	StmtsPerReq     *float64 `json:"stmts_per_req,omitempty"`
+	ServerCPUPerReq *float64 `json:"server_cpu_us_per_req,omitempty"`
+	WALPerReq       *float64 `json:"wal_bytes_per_req,omitempty"`
 	// Error, when not empty, is why the cell failed; its figures are zero.
 	Error string `json:"error,omitempty"`
 	// Prefill is how many prefilled records each side held (--prefill).
@@ -104,7 +112,11 @@ func Run(ctx context.Context, opt Options) (rep *Report, err error) {
 		defer cancel()
 		err = errors.Join(err, t.raw.close(), t.cleanup(cctx))
 	}()
-	st, err := storeopen.Open(ctx, t.idemDSN, storeopen.Options{Migrate: true})
+	sopt := storeopen.Options{Migrate: true}
+	if t.pgTracer != nil {
+		sopt.PGTracer = t.pgTracer
+	}
+	st, err := storeopen.Open(ctx, t.idemDSN, sopt)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -127,6 +139,7 @@ func Run(ctx context.Context, opt Options) (rep *Report, err error) {
 	if err != nil {
 		return nil, err
 	}
+	w.meter = t.meter
 	defer w.eng.Close()
 	defer w.cacheEng.Close()
 	pr := newProgress(opt)
@@ -248,6 +261,15 @@ func runScenario(ctx context.Context, rep *Report, w *workload, sc string, opt O
 				} else {
 					pr.line("%-7s c=%-4d round %d/%d: %s", sc, c, r+1, rounds, sides[i])
 				}
+				var u0 usage
+				metered := r >= 0 && w.meter != nil
+				if metered {
+					var merr error
+					if u0, merr = w.meter.sample(ctx, sides[i]); merr != nil {
+						metered = false
+						acc[i].use = unmeasured
+					}
+				}
 				res, err := runFor(ctx, c, d, &seqs[i], ops[i])
 				if ctx.Err() != nil {
 					return ctx.Err()
@@ -255,6 +277,13 @@ func runScenario(ctx context.Context, rep *Report, w *workload, sc string, opt O
 				if err != nil {
 					errs[i] = err
 					continue
+				}
+				if metered {
+					if u1, merr := w.meter.sample(ctx, sides[i]); merr == nil {
+						res.use, res.metered = u1.sub(u0), true
+					} else {
+						acc[i].use = unmeasured
+					}
 				}
 				if r >= 0 {
 					acc[i].add(res)
@@ -289,7 +318,9 @@ func toCell(sc, side string, c int, r *cellResult) Cell {
 	return Cell{Scenario: sc, Side: side, Concurrency: c, Ops: r.ops,
 		OpsPerSec: float64(r.ops) / r.elapsed.Seconds(),
 		P50:       ms(r.hist.quantile(0.50)), P99: ms(r.hist.quantile(0.99)),
-		First: r.outcomes[outFirst], Replays: r.outcomes[outReplay], Conflicts: r.outcomes[outConflict]}
+		First: r.outcomes[outFirst], Replays: r.outcomes[outReplay], Conflicts: r.outcomes[outConflict],
+		StmtsPerReq: perRequest(r.use.stmts, r.usedOps), ServerCPUPerReq: perRequest(r.use.cpu, r.usedOps),
+		WALPerReq: perRequest(r.use.wal, r.usedOps)}
 }
 
 // runPrefilled loads both sides up to each size of opt.Prefill in turn and

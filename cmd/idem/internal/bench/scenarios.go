@@ -47,6 +47,8 @@ type workload struct {
 	// prefilled is how many prefilled records each side holds; replays
 	// read those instead of the replayKeys recorded by prepare.
 	prefilled int64
+	// meter, when set, reads what each side's slices cost the server.
+	meter meter
 }
 
 // replayKeyOf is the key request n of a replay cell reads.

@@ -111,6 +111,7 @@ func TestRunServices(t *testing.T) {
 			if len(rep.Cells) != 6 || len(rep.Waiters) != 2 || rep.Waiters[0].Replayed != 50 || rep.Waiters[1].Replayed != 50 {
 				t.Fatalf("report: %d cells, waiters %+v", len(rep.Cells), rep.Waiters)
 			}
+			checkMetered(t, name, rep.Cells)
 			if rep.Header.Durability == "" || strings.Contains(rep.Header.Durability, "?") {
 				t.Errorf("durability not read from the server: %q", rep.Header.Durability)
 			}
@@ -219,5 +220,36 @@ func TestPrefillFootprintAndSweepUnderLoad(t *testing.T) {
 				t.Fatalf("sweep under load: %+v, want 3000 deleted in 4 batches beside first-time requests", rep.SweepLoad)
 			}
 		})
+	}
+}
+
+// checkMetered checks the per-request server columns of a services run:
+// on PostgreSQL the raw side's statements are counted exactly (an INSERT
+// and an UPDATE a first-time request, one SELECT a replay) and its inserts
+// write WAL; on a standalone Redis its commands are at least its own (the
+// server's other clients add theirs).
+func checkMetered(t *testing.T, store string, cells []Cell) {
+	t.Helper()
+	want := map[string]float64{ScenarioFirst: 2, ScenarioReplay: 1}
+	for _, c := range cells {
+		if c.Side != sideRaw || c.Error != "" {
+			continue
+		}
+		switch store {
+		case "postgres":
+			if c.StmtsPerReq == nil || *c.StmtsPerReq != want[c.Scenario] {
+				t.Errorf("%s raw: statements a request %v, want %v", c.Scenario, c.StmtsPerReq, want[c.Scenario])
+			}
+			if c.Scenario == ScenarioFirst && (c.WALPerReq == nil || *c.WALPerReq <= 0) {
+				t.Errorf("first raw: WAL a request %v, want > 0", c.WALPerReq)
+			}
+		case "redis":
+			if c.StmtsPerReq == nil || *c.StmtsPerReq < want[c.Scenario] {
+				t.Errorf("%s raw: commands a request %v, want at least %v", c.Scenario, c.StmtsPerReq, want[c.Scenario])
+			}
+			if c.WALPerReq != nil {
+				t.Errorf("%s raw: WAL %v on Redis, want n/a", c.Scenario, *c.WALPerReq)
+			}
+		}
 	}
 }

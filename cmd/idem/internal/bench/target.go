@@ -50,6 +50,11 @@ type target struct {
 	// prefill, when set, loads terminal records into both sides
 	// (--prefill).
 	prefill prefiller
+	// meter, when set, reads each side's statements, server CPU and WAL
+	// around its slices of a cell.
+	meter meter
+	// pgTracer, on PostgreSQL, counts the statements of idem's store.
+	pgTracer *stmtCounter
 }
 
 // rawRow is what the raw side writes, mirroring a record's columns.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/pgstore"
 )
@@ -140,7 +142,15 @@ func openPostgres(ctx context.Context, d DSN, opt Options) (idem.Store, error) {
 		return nil, err
 	}
 	cfg.Migrate = opt.Migrate
-	return pgstore.Open(ctx, dsn, cfg)
+	if opt.PGTracer == nil {
+		return pgstore.Open(ctx, dsn, cfg)
+	}
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	pcfg.ConnConfig.Tracer = opt.PGTracer
+	return pgstore.OpenConfig(ctx, pcfg, cfg)
 }
 
 func postgresMigrations(d DSN) (string, error) {

@@ -39,6 +39,8 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Default is the DSN used when none is given: a SQLite file in the working
@@ -97,6 +99,10 @@ type Options struct {
 	// there yet), so that read-only commands do not leave empty files
 	// behind. Defaults to false.
 	MustExist bool
+	// PGTracer, when set, traces every statement a PostgreSQL store's
+	// connections send (idem bench counts them with it); other stores
+	// ignore it.
+	PGTracer pgx.QueryTracer
 }
 
 // Parse parses a store DSN. It never contacts the store.

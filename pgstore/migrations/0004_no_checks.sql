@@ -1,0 +1,16 @@
+-- 0004: no CHECK constraints.
+--
+-- PostgreSQL prepares a table's CHECK constraints afresh for every INSERT
+-- and UPDATE that runs (it reads each from the catalog and plans it once a
+-- statement, not once a session, even for a prepared statement). On this
+-- table the two of them cost ~7 µs of server CPU a statement, ~15 µs a
+-- first-time request (a claim and a finish), about a quarter of what idem's
+-- statements cost beyond a minimal table's (docs/performance.md, issue 38).
+--
+-- What they guarded is guarded elsewhere: only pgstore's statements write
+-- state and fence, with fixed codes ('p', 's', 'f', 'u') and a fence of 1
+-- or fence + 1; and a row read back with any other state code is refused
+-- as malformed (pgstore names the record), never taken for a state.
+-- Dropping a constraint takes an exclusive lock for a moment and rewrites
+-- nothing.
+ALTER TABLE {{table}} DROP CONSTRAINT IF EXISTS {{state_check}}, DROP CONSTRAINT IF EXISTS {{fence_check}};
