@@ -192,8 +192,8 @@ func TestPrefillFootprintAndSweepUnderLoad(t *testing.T) {
 					t.Errorf("%s at %d records replayed nothing", c.Side, c.Prefill)
 				}
 			}
-			if sizes[200] != 5 || sizes[500] != 5 || len(sizes) != 2 {
-				t.Fatalf("cells by prefill size: %v, want 5 at 200 and 5 at 500", sizes)
+			if sizes[200] != 6 || sizes[500] != 6 || len(sizes) != 2 {
+				t.Fatalf("cells by prefill size: %v, want 6 at 200 and 6 at 500 (raw, idem, idem+cache; first and replay)", sizes)
 			}
 			if len(rep.Footprints) != 2 {
 				t.Fatalf("footprints: %+v", rep.Footprints)
