@@ -42,6 +42,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -81,6 +82,7 @@ var (
 	phases   = flag.String("phases", "first,replay", "comma-separated phases: first, replay")
 	stores   = flag.String("stores", "postgres,redis", "comma-separated stores: postgres, redis")
 	sidesArg = flag.String("sides", "", "comma-separated side names to run (default all)")
+	cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (pprof), e.g. with one side")
 )
 
 func envOr(k, d string) string {
@@ -482,6 +484,18 @@ func median(xs []float64) float64 {
 func main() {
 	flag.Parse()
 	ctx := context.Background()
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "benchpeers: %v\n", err)
+			os.Exit(2)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(os.Stderr, "benchpeers: %v\n", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var concs []int
 	for _, f := range strings.Split(*concFlag, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
