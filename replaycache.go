@@ -37,6 +37,16 @@ type ReplayCacheConfig struct {
 	// by another process can go unseen here. Defaults to 1s for stores
 	// other processes share and to 10s for process-local ones.
 	MaxAge time.Duration
+	// CacheRecorded also puts each outcome this engine records into the
+	// cache (over a store other processes share), so that even the first
+	// retry to reach this process needs no store read. It costs every
+	// first-time request a cache insert and keeps MaxBytes of the most
+	// recent outcomes in the heap, which the collector then scans: on a
+	// first-time-heavy load it measured slower than leaving it off
+	// (docs/performance.md). Defaults to false: the cache takes the
+	// records replays read, so a key's first replay here reads the store
+	// and the ones after it, within MaxAge, do not.
+	CacheRecorded bool
 }
 
 // Replay cache defaults (see [ReplayCacheConfig]).
