@@ -129,8 +129,9 @@ type Config struct {
 	// Codec encodes typed results for [Do]. Defaults to JSON.
 	Codec Codec
 	// ReplayCache keeps terminal records in memory so replays need no store
-	// round trip. Defaults to on (32 MiB) for process-local stores and off
-	// for shared ones; see [ReplayCacheConfig].
+	// round trip. Defaults to on (32 MiB), trusting an entry for 1s on a
+	// store other processes share; see [ReplayCacheConfig] for what bounds
+	// its staleness.
 	ReplayCache ReplayCacheConfig
 }
 

@@ -25,11 +25,12 @@ type Engine struct {
 	beats     beatSchedule
 	finTimers finishTimers // ends finishing contexts at their deadlines
 	// cacheOnFinish is set when the replay cache also takes each outcome
-	// this engine records, not only the records its replays read: for a
-	// store across a network, where the first retry (the common replay:
-	// its answer was lost) then needs no round trip. A process-local store
-	// answers a replay from its own memory, so there the cache fills from
-	// replays alone instead of holding a second copy of every outcome.
+	// this engine records, not only the records its replays read
+	// (ReplayCacheConfig.CacheRecorded, over a store across a network):
+	// the first retry then needs no round trip, at the price of a cache
+	// insert on every first-time request and MaxBytes of recent outcomes
+	// held. A process-local store answers a replay from its own memory, so
+	// there the cache always fills from replays alone.
 	cacheOnFinish bool
 	// observe is false when Config.Observer is the default no-op: events
 	// are then neither built nor timed.
@@ -96,7 +97,7 @@ func NewContext(ctx context.Context, store Store, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("idem: New: reading the store's clock: %w", err)
 	}
 	e.startReplicationWatch()
-	e.cacheOnFinish = e.cache != nil && !processLocal(store)
+	e.cacheOnFinish = e.cache != nil && cfg.ReplayCache.CacheRecorded && !processLocal(store)
 	e.flights.init(e)
 	e.abandonCtx, e.stopAbandon = context.WithCancel(context.Background())
 	if cfg.Spool != nil {

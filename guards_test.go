@@ -50,7 +50,7 @@ func TestReplayCacheMaxAgeRereadsTheStore(t *testing.T) {
 	const maxAge = 100 * time.Millisecond
 	ctx := context.Background()
 	st := &claimCounter{Store: memstore.New()}
-	e := newEngine(t, st, idem.Config{TTL: time.Hour, ReplayCache: idem.ReplayCacheConfig{MaxBytes: 1 << 20, MaxAge: maxAge}})
+	e := newEngine(t, st, idem.Config{TTL: time.Hour, ReplayCache: idem.ReplayCacheConfig{MaxBytes: 1 << 20, MaxAge: maxAge, CacheRecorded: true}})
 	req := idem.Request{Key: "k"}
 	start := time.Now()
 	if _, err := e.DoBytes(ctx, req, ok("v")); err != nil {
@@ -103,7 +103,7 @@ func (s *refillingStore) Resolve(ctx context.Context, p idem.ResolveParams) (*id
 func TestResolveInvalidatesARefilledCacheEntry(t *testing.T) {
 	ctx := context.Background()
 	st := &refillingStore{Store: memstore.New(), req: idem.Request{Key: "k"}}
-	e := newEngine(t, st, idem.Config{TTL: time.Hour, ReplayCache: idem.ReplayCacheConfig{MaxBytes: 1 << 20, MaxAge: time.Hour}})
+	e := newEngine(t, st, idem.Config{TTL: time.Hour, ReplayCache: idem.ReplayCacheConfig{MaxBytes: 1 << 20, MaxAge: time.Hour, CacheRecorded: true}})
 	st.e = e
 	if _, err := e.DoBytes(ctx, st.req, ok("v")); err != nil {
 		t.Fatal(err)

@@ -5,28 +5,61 @@ import (
 	"time"
 )
 
-// ReplayCacheConfig configures the in-process cache of terminal records.
+// ReplayCacheConfig configures the in-process cache of terminal records,
+// which answers a replay without a store round trip. It is on by default
+// for every store (docs/performance.md, "The replay cache on by default").
 //
 // A succeeded or failed record never changes until it expires — with one
 // exception: an operator's forced resolution (Resolve with Force, `idem
-// resolve --force`). A resolution made through this engine invalidates its
-// entry at once. One made by another process cannot reach this cache, so for
-// a store shared between processes the cache trusts an entry for at most
-// MaxAge: that is the bound on how long a forced correction can go unseen
-// here. For process-local stores (see [ProcessLocal]) the cache is exact.
+// resolve --force`), which may change its outcome or delete it. What bounds
+// how long a cached entry can differ from the store:
+//
+//   - Expiry: exact. Every hit checks the record's own expiry against the
+//     engine clock, so an expired record is never replayed from the cache.
+//   - Sweeps: none beyond expiry. A sweeper deletes only expired records,
+//     which the cache already treats as gone (up to the clock skew between
+//     the sweeper's host and this one, and never longer than MaxAge).
+//   - A forced resolution through this engine: none. [Engine.Resolve]
+//     invalidates the entry before and after the store's write.
+//   - A forced resolution by another process (the CLI, another replica, a
+//     reconciler on another host) or a record changed in the database by
+//     hand: at most MaxAge. No message reaches this cache; an entry is
+//     trusted for MaxAge after it was cached, then the store is read again.
+//
+// For process-local stores (see [ProcessLocal]) every change goes through
+// this process, and the cache is exact.
 type ReplayCacheConfig struct {
 	// MaxBytes bounds the memory the cache uses (records' results, intents
-	// and keys). 0 takes the default: 32 MiB for process-local stores, off
-	// for shared ones. Negative disables the cache.
+	// and keys). 0 takes the default, 32 MiB. Negative disables the cache:
+	// every replay then reads the store.
 	MaxBytes int
-	// MaxAge bounds how long an entry is trusted. Defaults to 10s.
+	// MaxAge bounds how long an entry is trusted: how long a change made
+	// by another process can go unseen here. Defaults to 1s for stores
+	// other processes share and to 10s for process-local ones.
 	MaxAge time.Duration
+	// CacheRecorded also puts each outcome this engine records into the
+	// cache (over a store other processes share), so that even the first
+	// retry to reach this process needs no store read. It costs every
+	// first-time request a cache insert and keeps MaxBytes of the most
+	// recent outcomes in the heap, which the collector then scans: on a
+	// first-time-heavy load it measured slower than leaving it off
+	// (docs/performance.md). Defaults to false: the cache takes the
+	// records replays read, so a key's first replay here reads the store
+	// and the ones after it, within MaxAge, do not.
+	CacheRecorded bool
 }
 
+// Replay cache defaults (see [ReplayCacheConfig]).
+const (
+	defaultReplayCacheBytes        = 32 << 20
+	defaultReplayCacheMaxAgeShared = time.Second
+	defaultReplayCacheMaxAgeLocal  = 10 * time.Second
+)
+
 // ProcessLocal is implemented by stores whose records no other process can
-// change (the memory store). The replay cache is on by default for them and
-// exact. Such a store answers a replay from its own memory, so the cache
-// takes the records replays read, not a copy of every outcome recorded.
+// change (the memory store). The replay cache is exact for them. Such a
+// store answers a replay from its own memory, so the cache takes the
+// records replays read, not a copy of every outcome recorded.
 type ProcessLocal interface {
 	ProcessLocal() bool
 }
@@ -75,16 +108,17 @@ type replayCache struct {
 func newReplayCache(cfg ReplayCacheConfig, store Store) *replayCache {
 	max := cfg.MaxBytes
 	if max == 0 {
-		if processLocal(store) {
-			max = 32 << 20
-		}
+		max = defaultReplayCacheBytes
 	}
-	if max <= 0 {
+	if max < 0 {
 		return nil
 	}
 	age := cfg.MaxAge
 	if age <= 0 {
-		age = 10 * time.Second
+		age = defaultReplayCacheMaxAgeShared
+		if processLocal(store) {
+			age = defaultReplayCacheMaxAgeLocal
+		}
 	}
 	return &replayCache{max: max, maxAge: age, m: make(map[cacheKey]*cacheEntry)}
 }

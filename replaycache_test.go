@@ -31,7 +31,7 @@ func TestReplayCache(t *testing.T) {
 	clock := func() time.Time { return now }
 	fpA := idem.NewFingerprint([]byte("a"))
 	st := &claimCounter{Store: memstore.New()}
-	e := newEngine(t, st, idem.Config{TTL: time.Hour, Clock: clock, ReplayCache: idem.ReplayCacheConfig{MaxBytes: 1 << 20, MaxAge: time.Hour}})
+	e := newEngine(t, st, idem.Config{TTL: time.Hour, Clock: clock, ReplayCache: idem.ReplayCacheConfig{MaxBytes: 1 << 20, MaxAge: time.Hour, CacheRecorded: true}})
 	req := idem.Request{Scope: "alice", Key: "k", Fingerprint: fpA}
 	if _, err := e.DoBytes(ctx, req, ok("v")); err != nil {
 		t.Fatal(err)
@@ -93,15 +93,31 @@ func TestReplayCacheSkipsUndecidedRecords(t *testing.T) {
 	}
 }
 
+// The cache is on by default over a shared store too, filled from the
+// records replays read: the first replay reads the store, the ones after
+// it (within MaxAge) do not. Turned off, every replay reads the store.
 func TestReplayCacheDefaults(t *testing.T) {
 	ctx := context.Background()
-	shared := &claimCounter{Store: memstore.New()}
-	e := newEngine(t, shared, idem.Config{})
-	for i := 0; i < 3; i++ {
-		_, _ = e.DoBytes(ctx, idem.Request{Key: "k"}, ok("v"))
-	}
-	if n := shared.claims.Load(); n != 3 {
-		t.Fatalf("shared store: %d claims, want 3 (cache off by default)", n)
+	for _, tc := range []struct {
+		name   string
+		cfg    idem.ReplayCacheConfig
+		claims int64
+	}{
+		{"default", idem.ReplayCacheConfig{}, 2},
+		{"off", idem.ReplayCacheConfig{MaxBytes: -1}, 3},
+		{"recorded outcomes cached", idem.ReplayCacheConfig{CacheRecorded: true}, 1},
+	} {
+		shared := &claimCounter{Store: memstore.New()}
+		e := newEngine(t, shared, idem.Config{ReplayCache: tc.cfg})
+		for i := 0; i < 3; i++ {
+			r, err := e.DoBytes(ctx, idem.Request{Key: "k"}, ok("v"))
+			if err != nil || r.Replayed != (i > 0) {
+				t.Fatalf("%s: request %d = %+v, %v", tc.name, i, r, err)
+			}
+		}
+		if n := shared.claims.Load(); n != tc.claims {
+			t.Errorf("shared store, cache %s: %d claims for 1 first run + 2 replays, want %d", tc.name, n, tc.claims)
+		}
 	}
 }
 
@@ -113,8 +129,9 @@ func (c *localCounter) ProcessLocal() bool { return true }
 // With a process-local store the cache is on by default and fills from the
 // records replays read: the first-time path copies nothing into it, the
 // first replay reads the store once, and the replays after it none.
-// A shared store's cache (when enabled) also takes each recorded outcome,
-// so that even the first retry needs no round trip.
+// A shared store's cache fills the same way by default; with CacheRecorded
+// it also takes each recorded outcome, so that even the first retry needs
+// no round trip.
 func TestReplayCacheFillsFromReplaysOnProcessLocalStores(t *testing.T) {
 	ctx := context.Background()
 	local := &localCounter{claimCounter{Store: memstore.New()}}
@@ -130,7 +147,7 @@ func TestReplayCacheFillsFromReplaysOnProcessLocalStores(t *testing.T) {
 	}
 
 	shared := &claimCounter{Store: memstore.New()}
-	e = newEngine(t, shared, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: 1 << 20}})
+	e = newEngine(t, shared, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: 1 << 20, CacheRecorded: true}})
 	for i := 0; i < 10; i++ {
 		if _, err := e.DoBytes(ctx, req, ok("v")); err != nil {
 			t.Fatal(err)

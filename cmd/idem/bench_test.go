@@ -21,7 +21,7 @@ func TestBenchOutputShape(t *testing.T) {
 				t.Errorf("%s: output lacks %q:\n%s", dsn, want, o)
 			}
 		}
-		if !strings.Contains(e, "[5/5]") {
+		if !strings.Contains(e, "[6/6]") {
 			t.Errorf("%s: no progress line on stderr: %q", dsn, e)
 		}
 	}
@@ -47,7 +47,7 @@ func TestBenchJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(o), &rep); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, o)
 	}
-	if rep.Header.Store != "memory://" || len(rep.Cells) != 2 || rep.Cells[1].Side != "idem" || rep.Cells[1].Ratio <= 0 {
+	if rep.Header.Store != "memory://" || len(rep.Cells) != 3 || rep.Cells[1].Side != "idem" || rep.Cells[1].Ratio <= 0 {
 		t.Fatalf("report = %+v", rep)
 	}
 }

@@ -123,7 +123,9 @@ func encryptionRound(t *testing.T, st atRestStore, encrypt bool) {
 		_, _ = w.Write([]byte(`{"account":"` + plantedBody + `"}`))
 	})
 	keysA := writeKeyFile(t, 0o600, "a")
-	args := []string{"--global-scope", "--upstream", up.URL, "--store", st.dsn, "--intent", "counterparty=/to"}
+	// --replay-cache 0: the test reads a forced resolution made by another
+	// process (idem resolve) through the running proxy at once.
+	args := []string{"--global-scope", "--upstream", up.URL, "--store", st.dsn, "--intent", "counterparty=/to", "--replay-cache", "0"}
 	var keyArgs []string
 	if encrypt {
 		keyArgs = []string{"--encryption-key-file", keysA}
@@ -172,6 +174,8 @@ func encryptionRound(t *testing.T, st atRestStore, encrypt bool) {
 	if r := send(t, "POST", p.url("/pay"), `"k1"`, body); r.status != 201 || !strings.Contains(r.body, plantedBody) {
 		t.Fatalf("replay after rotation = %d %s", r.status, r.body)
 	}
+	wantCode(t, send(t, "POST", p.url("/pay"), `"k2"`, body), 201, "")
+	// Its replay: with a replay cache, the proxy would now hold k2 in memory.
 	wantCode(t, send(t, "POST", p.url("/pay"), `"k2"`, body), 201, "")
 	if found := containsPlanted(st.dump(t)); len(found) > 0 {
 		t.Fatalf("after rotation the store's bytes show %v", found)

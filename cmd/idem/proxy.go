@@ -48,6 +48,7 @@ type proxyOpts struct {
 	wait, lease, ttl, shutdown, upstreamTimeout           *time.Duration
 	writeTimeout                                          *time.Duration
 	finishTimeout                                         *time.Duration
+	replayCache                                           *time.Duration
 	cover                                                 coverFlag
 	maxBody, maxResponse                                  int64
 	forwardKey                                            bool
@@ -62,7 +63,7 @@ type proxyOpts struct {
 
 func cmdProxy(ctx context.Context, e *env, args []string) int {
 	f := e.newFlags("proxy",
-		"idem proxy --upstream URL (--global-scope | --scope-header NAME | --scope-jwt --jwks FILE|URL [--scope-claim CLAIM[,CLAIM]] [--jwt-audience AUD]) [--digest-secret-file FILE] [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--compat ietf|stripe] [--in-flight wait|reject] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--forward-key=false] [--record-header NAME]... [--intent FIELD=POINTER]... [--upstream-timeout DUR] [--write-timeout DUR] [--finish-timeout DUR] [--spool DIR] [--encryption-key-file FILE] [--scope-quota-inflight N] [--scope-quota-rate N/min] [--migrate=false] [--allow-volatile-store] [--allow-async-replication] [--body-timeout DUR] [--shutdown-timeout DUR]",
+		"idem proxy --upstream URL (--global-scope | --scope-header NAME | --scope-jwt --jwks FILE|URL [--scope-claim CLAIM[,CLAIM]] [--jwt-audience AUD]) [--digest-secret-file FILE] [--listen ADDR] [--store DSN] [--admin ADDR] [--require-key] [--compat ietf|stripe] [--in-flight wait|reject] [--wait DUR] [--lease DUR] [--ttl DUR] [--cover NAME=DUR]... [--max-body BYTES] [--max-response BYTES] [--release-status LIST] [--methods LIST] [--forward-key=false] [--record-header NAME]... [--intent FIELD=POINTER]... [--upstream-timeout DUR] [--write-timeout DUR] [--finish-timeout DUR] [--replay-cache DUR] [--spool DIR] [--encryption-key-file FILE] [--scope-quota-inflight N] [--scope-quota-rate N/min] [--migrate=false] [--allow-volatile-store] [--allow-async-replication] [--body-timeout DUR] [--shutdown-timeout DUR]",
 		"Reverse proxy that makes an HTTP API's mutating requests idempotent with the\n"+
 			"Idempotency-Key header. GET, HEAD and OPTIONS pass through untouched.\n"+
 			"Responses are recorded and replayed with Idempotent-Replayed: true; see docs/http.md.\n"+
@@ -95,6 +96,7 @@ func cmdProxy(ctx context.Context, e *env, args []string) int {
 	f.StringVar(&o.releaseStatus, "release-status", DefaultReleaseStatus, "upstream statuses (4xx or 5xx) that mean \"not applied\": the key is released, not recorded (add 503 only if nothing in front of the API answers 503 after applying a request)")
 	f.StringVar(&o.methods, "methods", "POST,PATCH", "methods made idempotent, comma-separated (GET, HEAD and OPTIONS always pass through)")
 	o.finishTimeout = f.duration("finish-timeout", 10*time.Second, "how long a response's outcome write is retried (with backoff) while the store does not answer; past it the outcome goes to --spool")
+	o.replayCache = f.duration("replay-cache", time.Second, "how long a recorded response is replayed from this process's memory before the store is read again: how long a correction made elsewhere (idem resolve --force) can go unseen here (0: off, every replay reads the store)")
 	f.StringVar(&o.spool, "spool", DefaultSpool, "directory keeping outcomes the store could not take (fsync'd; applied when it answers, also after a restart); empty: none, such outcomes become unknown")
 	f.StringVar(&o.keyFile, "encryption-key-file", "", keyFileUsage)
 	f.IntVar(&o.quotaInFlight, "scope-quota-inflight", 0, "at most `N` requests of one scope running at once in this process (0: no limit); more get 429 scope-quota, not run")
@@ -244,6 +246,9 @@ func (o *proxyOpts) plan() (*plan, error) {
 	if _, err := storeopen.Parse(o.store); err != nil {
 		return nil, fmt.Errorf("--store: %w", err)
 	}
+	if *o.replayCache < 0 {
+		return nil, errors.New("--replay-cache must be 0 (off) or a positive duration")
+	}
 	if *o.lease <= 0 || *o.ttl <= 0 || *o.finishTimeout <= 0 {
 		return nil, errors.New("--lease, --ttl and --finish-timeout must be positive")
 	}
@@ -315,7 +320,7 @@ func runProxy(ctx context.Context, e *env, o proxyOpts, p *plan) error {
 	eng, err := idem.New(st, idem.Config{TTL: *o.ttl, Cover: o.cover, Lease: *o.lease, InFlight: p.inFlight,
 		Wait: p.wait, Observer: obs, Logger: log, Spool: spool, FinishTimeout: *o.finishTimeout,
 		EffectTimeout: effectTimeout(p.upstreamTimeout), AllowVolatileStore: o.allowVolatile,
-		AllowAsyncReplication: o.allowAsync, Encryption: p.keys})
+		AllowAsyncReplication: o.allowAsync, Encryption: p.keys, ReplayCache: replayCacheConfig(*o.replayCache)})
 	if err != nil {
 		return err
 	}
@@ -463,4 +468,13 @@ func adminHandler(st idem.Store, spool *idem.Spool, reg *prometheus.Registry) ht
 		_, _ = w.Write([]byte(body))
 	})
 	return mux
+}
+
+// replayCacheConfig is the engine's replay cache for --replay-cache: age 0
+// turns it off.
+func replayCacheConfig(age time.Duration) idem.ReplayCacheConfig {
+	if age == 0 {
+		return idem.ReplayCacheConfig{MaxBytes: -1}
+	}
+	return idem.ReplayCacheConfig{MaxAge: age}
 }

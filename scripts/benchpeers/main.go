@@ -42,6 +42,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -81,6 +82,7 @@ var (
 	phases   = flag.String("phases", "first,replay", "comma-separated phases: first, replay")
 	stores   = flag.String("stores", "postgres,redis", "comma-separated stores: postgres, redis")
 	sidesArg = flag.String("sides", "", "comma-separated side names to run (default all)")
+	cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (pprof), e.g. with one side")
 )
 
 func envOr(k, d string) string {
@@ -183,7 +185,7 @@ func pgSides(ctx context.Context) ([]*side, error) {
 		}
 	}
 	var out []*side
-	idemSide := func(name string, cfg pgstore.Config) error {
+	idemSide := func(name string, cfg pgstore.Config, ecfg idem.Config) error {
 		s := &side{name: name, store: "postgres", appName: "peerbench-" + name, stmts: &counter{}}
 		pc, err := pgxpool.ParseConfig(*pgDSN)
 		if err != nil {
@@ -203,7 +205,7 @@ func pgSides(ctx context.Context) ([]*side, error) {
 			pool.Close()
 			return err
 		}
-		eng, err := idem.New(st, idem.Config{})
+		eng, err := idem.New(st, ecfg)
 		if err != nil {
 			return err
 		}
@@ -216,10 +218,15 @@ func pgSides(ctx context.Context) ([]*side, error) {
 		out = append(out, s)
 		return serve(s, mw.Handler(app))
 	}
-	if err := idemSide("idem", pgstore.Config{}); err != nil {
+	if err := idemSide("idem", pgstore.Config{}, idem.Config{}); err != nil {
 		return out, err
 	}
-	if err := idemSide("idem-eager", pgstore.Config{Batch: pgstore.Batch{Eager: true}}); err != nil {
+	if err := idemSide("idem-eager", pgstore.Config{Batch: pgstore.Batch{Eager: true}}, idem.Config{}); err != nil {
+		return out, err
+	}
+	// The library's defaults but the replay cache (on by default): every
+	// replay reads the store.
+	if err := idemSide("idem-nocache", pgstore.Config{}, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: -1}}); err != nil {
 		return out, err
 	}
 	sqlDB := func(s *side) (*sql.DB, error) {
@@ -271,18 +278,22 @@ func redisSides(ctx context.Context) ([]*side, error) {
 	}
 	opt.PoolSize = *poolSize
 	var out []*side
-	{
-		s := &side{name: "idem", store: "redis"}
+	for _, name := range []string{"idem", "idem-nocache"} {
+		s := &side{name: name, store: "redis"}
 		out = append(out, s)
 		cl := redis.NewClient(opt)
 		s.closers = append(s.closers, func() { _ = cl.Close() })
-		st, err := redisstore.New(cl, redisstore.Config{Prefix: "peerbench:" + runID + ":idem:"})
+		st, err := redisstore.New(cl, redisstore.Config{Prefix: "peerbench:" + runID + ":" + name + ":"})
 		if err != nil {
 			return out, err
 		}
 		// The peers do not check the server's persistence; idem refuses a
 		// volatile one unless told: the same server for all three.
-		eng, err := idem.New(st, idem.Config{TTL: 10 * time.Minute, AllowVolatileStore: true})
+		cfg := idem.Config{TTL: 10 * time.Minute, AllowVolatileStore: true}
+		if name == "idem-nocache" {
+			cfg.ReplayCache.MaxBytes = -1 // every replay reads the store
+		}
+		eng, err := idem.New(st, cfg)
 		if err != nil {
 			return out, err
 		}
@@ -473,6 +484,18 @@ func median(xs []float64) float64 {
 func main() {
 	flag.Parse()
 	ctx := context.Background()
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "benchpeers: %v\n", err)
+			os.Exit(2)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(os.Stderr, "benchpeers: %v\n", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var concs []int
 	for _, f := range strings.Split(*concFlag, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))

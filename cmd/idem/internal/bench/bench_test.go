@@ -156,8 +156,8 @@ func TestRunMemoryAndSQLite(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", dsn, err)
 		}
-		if len(rep.Cells) != 9 {
-			t.Fatalf("%s: %d cells, want 9", dsn, len(rep.Cells))
+		if len(rep.Cells) != 11 {
+			t.Fatalf("%s: %d cells, want 11", dsn, len(rep.Cells))
 		}
 		for _, c := range rep.Cells {
 			if c.Ops == 0 || (c.Side != sideRaw && c.Ratio == 0) {

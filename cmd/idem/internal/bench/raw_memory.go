@@ -42,7 +42,7 @@ func (m *memRaw) update(_ context.Context, key string, result []byte) error {
 	return nil
 }
 
-func (m *memRaw) read(_ context.Context, key string) error {
+func (m *memRaw) read(_ context.Context, key string) (bool, error) {
 	m.mu.Lock()
 	r := m.rows[key]
 	var cp memRow
@@ -51,7 +51,7 @@ func (m *memRaw) read(_ context.Context, key string) error {
 	}
 	m.mu.Unlock()
 	_ = cp
-	return nil
+	return r != nil, nil
 }
 
 func (m *memRaw) close() error { return nil }

@@ -131,7 +131,7 @@ func (m *mysqlRaw) update(ctx context.Context, key string, result []byte) error 
 	return err
 }
 
-func (m *mysqlRaw) read(ctx context.Context, key string) error {
+func (m *mysqlRaw) read(ctx context.Context, key string) (bool, error) {
 	return scanSQLRow(m.db.QueryRowContext(ctx, "SELECT scope, `key`, fingerprint, state, fence, attempt_id, intent, "+
 		"result, mark, created_at, lease_until, completed_at, expires_at FROM `"+m.table+"` WHERE scope = ? AND `key` = ?", benchScope, key))
 }

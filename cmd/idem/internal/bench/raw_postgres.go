@@ -178,7 +178,7 @@ func (p *pgRaw) update(ctx context.Context, key string, result []byte) error {
 	return err
 }
 
-func (p *pgRaw) read(ctx context.Context, key string) error {
+func (p *pgRaw) read(ctx context.Context, key string) (bool, error) {
 	var (
 		scope, k, mark              string
 		state                       byte
@@ -191,9 +191,9 @@ func (p *pgRaw) read(ctx context.Context, key string) error {
 		created_at, lease_until, completed_at, expires_at FROM `+p.table+` WHERE scope = $1 AND key = $2`, benchScope, key).
 		Scan(&scope, &k, &fp, &state, &fence, &attempt, &intent, &result, &mark, &created, &lease, &completed, &expires)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
+		return false, nil
 	}
-	return err
+	return err == nil, err
 }
 
 // close leaves the pool to cleanup, which still needs it.

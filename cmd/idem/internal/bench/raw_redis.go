@@ -213,8 +213,9 @@ func (r *redisRaw) update(ctx context.Context, key string, result []byte) error 
 		"attempt", benchAttempt, "result", result, "created", now, "completed", now, "expires", now+3600e6).Err()
 }
 
-func (r *redisRaw) read(ctx context.Context, key string) error {
-	return r.c.HGetAll(ctx, r.prefix+key+":rec").Err()
+func (r *redisRaw) read(ctx context.Context, key string) (bool, error) {
+	m, err := r.c.HGetAll(ctx, r.prefix+key+":rec").Result()
+	return len(m) > 0, err
 }
 
 // close leaves the client to cleanup, which still needs it.

@@ -135,7 +135,7 @@ func (s *sqliteRaw) update(ctx context.Context, key string, result []byte) error
 	return err
 }
 
-func (s *sqliteRaw) read(ctx context.Context, key string) error {
+func (s *sqliteRaw) read(ctx context.Context, key string) (bool, error) {
 	var (
 		state, attempt, mark      string
 		fp, intent, result        []byte
@@ -145,9 +145,9 @@ func (s *sqliteRaw) read(ctx context.Context, key string) error {
 	err := s.sel.QueryRowContext(ctx, benchScope, key).Scan(&fp, &state, &fence, &attempt, &intent, &result, &mark,
 		&created, &lease, &completed, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil // a storm read racing the insert
+		return false, nil // a storm read racing the insert
 	}
-	return err
+	return err == nil, err
 }
 
 func (s *sqliteRaw) close() error {
@@ -166,7 +166,7 @@ func (s *sqliteRaw) close() error {
 
 // scanSQLRow reads every column of a row, as a store's Get does; a missing
 // row (a storm read racing the insert) is not an error.
-func scanSQLRow(row *sql.Row) error {
+func scanSQLRow(row *sql.Row) (bool, error) {
 	var (
 		scope, key, state, attempt, mark string
 		fp, intent, result               []byte
@@ -175,7 +175,7 @@ func scanSQLRow(row *sql.Row) error {
 	)
 	err := row.Scan(&scope, &key, &fp, &state, &fence, &attempt, &intent, &result, &mark, &created, &lease, &completed, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil
+		return false, nil
 	}
-	return err
+	return err == nil, err
 }

@@ -213,7 +213,7 @@ func newWorkload(st idem.Store, raw rawStore, payload int) (*workload, error) {
 	if err != nil {
 		return nil, err
 	}
-	cacheEng, err := idem.New(st, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: 32 << 20}, AllowVolatileStore: true, AllowAsyncReplication: true})
+	cacheEng, err := idem.New(st, idem.Config{AllowVolatileStore: true, AllowAsyncReplication: true}) // the default replay cache
 	if err != nil {
 		return nil, err
 	}

@@ -162,7 +162,7 @@ func TestRunServices(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(rep.Cells) != 5 || len(rep.Waiters) != 2 || rep.Waiters[0].Replayed != 50 || rep.Waiters[1].Replayed != 50 {
+			if len(rep.Cells) != 6 || len(rep.Waiters) != 2 || rep.Waiters[0].Replayed != 50 || rep.Waiters[1].Replayed != 50 {
 				t.Fatalf("report: %d cells, waiters %+v", len(rep.Cells), rep.Waiters)
 			}
 			checkMetered(t, name, rep.Cells)
@@ -246,8 +246,8 @@ func TestPrefillFootprintAndSweepUnderLoad(t *testing.T) {
 					t.Errorf("%s at %d records replayed nothing", c.Side, c.Prefill)
 				}
 			}
-			if sizes[200] != 5 || sizes[500] != 5 || len(sizes) != 2 {
-				t.Fatalf("cells by prefill size: %v, want 5 at 200 and 5 at 500", sizes)
+			if sizes[200] != 6 || sizes[500] != 6 || len(sizes) != 2 {
+				t.Fatalf("cells by prefill size: %v, want 6 at 200 and 6 at 500 (raw, idem, idem+cache; first and replay)", sizes)
 			}
 			if len(rep.Footprints) != 2 {
 				t.Fatalf("footprints: %+v", rep.Footprints)

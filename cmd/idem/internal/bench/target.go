@@ -23,8 +23,9 @@ type rawStore interface {
 	insert(ctx context.Context, key string) (bool, error)
 	// update records the outcome of key (UPDATE, HSET).
 	update(ctx context.Context, key string, result []byte) error
-	// read fetches key's row by primary key (SELECT, HGETALL).
-	read(ctx context.Context, key string) error
+	// read fetches key's row by primary key (SELECT, HGETALL) and reports
+	// whether there was one.
+	read(ctx context.Context, key string) (bool, error)
 	close() error
 }
 
