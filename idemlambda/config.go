@@ -15,11 +15,12 @@ const DefaultDeadlineMargin = time.Second
 // Config configures the wrappers of [NewHTTP] and [NewSQS].
 type Config struct {
 	// Engine runs the intents. Build it once per container (at init), so
-	// that warm invocations share it and its replay cache: with a shared
-	// store (DynamoDB) the cache is off unless idem.Config.ReplayCache
-	// turns it on (MaxBytes > 0), and then a warm container answers a
-	// replay of a record it saw within ReplayCache.MaxAge from memory, as
-	// Powertools' use_local_cache does. Required.
+	// that warm invocations share it and its replay cache: by default a
+	// warm container answers from memory the replays of a record it has
+	// read within ReplayCache.MaxAge (1s over a shared store such as
+	// DynamoDB); with ReplayCache.CacheRecorded it also keeps the outcomes
+	// it recorded, so even the first retry that reaches it needs no read,
+	// as Powertools' use_local_cache does. Required.
 	Engine *idem.Engine
 
 	// KeyHeader is the request header holding the key (HTTP events).

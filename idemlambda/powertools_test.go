@@ -286,7 +286,7 @@ func TestSQSFailuresAndDeadline(t *testing.T) {
 func TestWarmContainerReplayCache(t *testing.T) {
 	c := &countingAPI{API: dynamoClient(t)}
 	st := dynamoStore(t, c)
-	eng := newEngine(t, st, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: 1 << 20, MaxAge: time.Minute}})
+	eng := newEngine(t, st, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: 1 << 20, MaxAge: time.Minute, CacheRecorded: true}})
 	tr := &transfer{}
 	h := newHTTP(t, Config{Engine: eng}).APIGatewayV2(tr.v2)
 	ctx := invocation(t, time.Minute)
