@@ -10,8 +10,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -103,10 +101,7 @@ type NATSNode struct {
 	t    testing.TB
 	bin  string
 	conf string
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc serverProc
 }
 
 // NATSCluster is a JetStream cluster of NATSNodes, routed to each other.
@@ -195,26 +190,10 @@ func (n *NATSNode) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.
 func (n *NATSNode) URL() string { return "nats://" + n.Addr() }
 
 // Log returns the end of the node's log (up to 4 KiB).
-func (n *NATSNode) Log() string {
-	b, _ := os.ReadFile(filepath.Join(n.Dir, "log"))
-	if len(b) > 4096 {
-		b = b[len(b)-4096:]
-	}
-	return string(b)
-}
+func (n *NATSNode) Log() string { return logTail(n.Dir) }
 
 // Kill SIGKILLs the node's process group and waits until it has exited.
-func (n *NATSNode) Kill() {
-	n.mu.Lock()
-	cmd, done := n.cmd, n.done
-	n.cmd = nil
-	n.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	<-done
-}
+func (n *NATSNode) Kill() { n.proc.kill() }
 
 // Restart starts the killed node again with its configuration and files,
 // and returns once it reports healthy.
@@ -227,29 +206,18 @@ func (n *NATSNode) Restart() {
 
 func (n *NATSNode) start() {
 	n.t.Helper()
-	cmd := exec.Command(n.bin, "-c", n.conf, "-l", filepath.Join(n.Dir, "log"))
-	cmd.Dir = n.Dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	if _, _, err := n.proc.spawn(n.Dir, n.bin, "-c", n.conf, "-l", filepath.Join(n.Dir, "log")); err != nil {
 		n.t.Fatalf("start nats-server %s: %v", n.Name, err)
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	n.mu.Lock()
-	n.cmd, n.done = cmd, done
-	n.mu.Unlock()
 }
 
 // waitHealthy waits up to 60s for the node's /healthz to answer 200
 // (JetStream up and, in a cluster, its meta group led).
 func (n *NATSNode) waitHealthy() {
 	n.t.Helper()
-	n.mu.Lock()
-	done := n.done
-	n.mu.Unlock()
+	n.proc.mu.Lock()
+	done := n.proc.done
+	n.proc.mu.Unlock()
 	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", n.MonitorPort)
 	client := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(60 * time.Second)

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,10 +26,7 @@ type RedisNode struct {
 	t    testing.TB
 	bin  string
 	args []string
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd has exited
+	proc serverProc
 }
 
 // StartRedisNode starts redis-server on 127.0.0.1:port with args added
@@ -89,37 +85,14 @@ func newRedisNode(t testing.TB, port int) *RedisNode {
 func (n *RedisNode) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(n.Port)) }
 
 // PID is the running process's id (0 when it is not running).
-func (n *RedisNode) PID() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil {
-		return 0
-	}
-	return n.cmd.Process.Pid
-}
+func (n *RedisNode) PID() int { return n.proc.pid() }
 
 // Log returns the end of the node's log file (up to 4 KiB), for failure
 // messages.
-func (n *RedisNode) Log() string {
-	b, _ := os.ReadFile(filepath.Join(n.Dir, "log"))
-	if len(b) > 4096 {
-		b = b[len(b)-4096:]
-	}
-	return string(b)
-}
+func (n *RedisNode) Log() string { return logTail(n.Dir) }
 
 // Kill SIGKILLs the node's process group and waits until it has exited.
-func (n *RedisNode) Kill() {
-	n.mu.Lock()
-	cmd, done := n.cmd, n.done
-	n.cmd = nil
-	n.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	<-done
-}
+func (n *RedisNode) Kill() { n.proc.kill() }
 
 // Restart starts the killed node again with the same arguments and
 // directory (its AOF, its cluster config, a Sentinel's rewritten
@@ -132,20 +105,10 @@ func (n *RedisNode) Restart() {
 
 func (n *RedisNode) start() {
 	n.t.Helper()
-	cmd := exec.Command(n.bin, n.args...)
-	cmd.Dir = n.Dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	cmd, done, err := n.proc.spawn(n.Dir, n.bin, n.args...)
+	if err != nil {
 		n.t.Fatalf("start redis-server on %d: %v", n.Port, err)
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	n.mu.Lock()
-	n.cmd, n.done = cmd, done
-	n.mu.Unlock()
 	for i := 0; ; i++ {
 		pid, err := serverPID(n.Addr())
 		if err == nil && pid == cmd.Process.Pid {
