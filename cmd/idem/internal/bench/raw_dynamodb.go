@@ -95,13 +95,16 @@ func (r *dynamoRaw) update(ctx context.Context, key string, result []byte) error
 	return err
 }
 
-func (r *dynamoRaw) read(ctx context.Context, key string) error {
-	_, err := r.c.GetItem(ctx, &dynamodb.GetItemInput{
+func (r *dynamoRaw) read(ctx context.Context, key string) (bool, error) {
+	out, err := r.c.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      r.table,
 		Key:            map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: benchScope + ":" + key}},
 		ConsistentRead: aws.Bool(true),
 	})
-	return err
+	if err != nil {
+		return false, err
+	}
+	return len(out.Item) > 0, nil
 }
 
 func (r *dynamoRaw) close() error { return nil }

@@ -116,9 +116,12 @@ func (r *natsRaw) update(ctx context.Context, key string, result []byte) error {
 	return err
 }
 
-func (r *natsRaw) read(ctx context.Context, key string) error {
+func (r *natsRaw) read(ctx context.Context, key string) (bool, error) {
 	_, err := r.kv.Get(ctx, "raw."+key)
-	return err
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 func (r *natsRaw) close() error { return nil }
