@@ -22,13 +22,15 @@ const (
 // on their own clocks, the one ahead would find the other's live records
 // past their lease (a false unknown) and its finished records past their
 // TTL (a re-run). On a store with a clock ([idem.StoreClock]) both decide
-// on the store's time and agree; stores without one are local to one host
-// and skip.
+// on the store's time and agree. Stores without one skip: the local ones
+// (memory, SQLite) share one host's clock, and the remote ones with no
+// clock a client can read (DynamoDB, NATS key-value) decide on the
+// callers' clocks, which their docs say must be synchronised.
 func runClocks(t *testing.T, h Harness) {
 	Deadline(t, h.deadline())
 	st := h.open(t)
 	if _, ok := st.(idem.StoreClock); !ok {
-		t.Skip("store has no clock: it is local to one host's clock")
+		t.Skip("store has no clock idem can read: leases and expiry follow the callers' clocks")
 	}
 	SkewedClocks(t, st)
 }
