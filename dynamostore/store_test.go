@@ -164,13 +164,7 @@ func (h *hookAPI) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...f
 // expired) must refuse it, and the claimer gets the new outcome.
 func TestTakeOverLosesToAFasterClaimer(t *testing.T) {
 	ctx := context.Background()
-	c := testClient(testenv.SharedDynalite(t))
-	other := newStoreOn(t, c, Config{})
-	h := &hookAPI{API: c}
-	s, err := New(h, Config{Table: other.Table()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	other, s, h := hookedPair(t)
 	r := mustClaim(t, other, claimP("k", "a1", t0)).Record
 	fin, err := other.Finish(ctx, finishP(r, idem.StateSucceeded, "first", t0))
 	if err != nil {
@@ -195,13 +189,7 @@ func TestTakeOverLosesToAFasterClaimer(t *testing.T) {
 // condition must spare the new claim.
 func TestSweepSparesARecordReclaimedMeanwhile(t *testing.T) {
 	ctx := context.Background()
-	c := testClient(testenv.SharedDynalite(t))
-	other := newStoreOn(t, c, Config{})
-	h := &hookAPI{API: c}
-	s, err := New(h, Config{Table: other.Table()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	other, s, h := hookedPair(t)
 	r := mustClaim(t, other, claimP("k", "a1", t0)).Record
 	fin, err := other.Finish(ctx, finishP(r, idem.StateSucceeded, "v", t0))
 	if err != nil {
@@ -238,13 +226,7 @@ func TestSweepSparesARecordReclaimedMeanwhile(t *testing.T) {
 // it.)
 func TestReadsAreStronglyConsistent(t *testing.T) {
 	ctx := context.Background()
-	c := testClient(testenv.SharedDynalite(t))
-	base := newStoreOn(t, c, Config{})
-	h := &hookAPI{API: c}
-	s, err := New(h, Config{Table: base.Table()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, s, h := hookedPair(t)
 	s.mix.Pin(true)
 	r := mustClaim(t, s, claimP("k", "a1", t0)).Record
 	mustClaim(t, s, claimP("k", "a2", t0))
@@ -421,4 +403,19 @@ func (g *globalAPI) DescribeTable(ctx context.Context, in *dynamodb.DescribeTabl
 		out.Table.Replicas = []types.ReplicaDescription{{RegionName: aws.String("us-east-1")}, {RegionName: aws.String("eu-west-1")}}
 	}
 	return out, err
+}
+
+// hookedPair returns a migrated store on a fresh table of the shared
+// dynalite, and a second store on the same table whose calls go through a
+// hookAPI, for tests that act in the gap between a read and a write.
+func hookedPair(t *testing.T) (plain, hooked *Store, h *hookAPI) {
+	t.Helper()
+	c := testClient(testenv.SharedDynalite(t))
+	plain = newStoreOn(t, c, Config{})
+	h = &hookAPI{API: c}
+	hooked, err := New(h, Config{Table: plain.Table()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plain, hooked, h
 }

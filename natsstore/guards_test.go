@@ -75,11 +75,7 @@ func TestFinishHintFenced(t *testing.T) {
 	}
 	// The hint path is the one a fresh claim takes: one write, the answer
 	// built from the claim, equal to what a read gives.
-	res, err = s.Claim(ctx, claimP("k2", "b1", t0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r = res.Record
+	r = mustClaim(t, s, claimP("k2", "b1", t0))
 	out, err := s.Finish(ctx, idem.FinishParams{Scope: r.Scope, Key: r.Key, Fence: r.Fence, AttemptID: r.AttemptID,
 		State: idem.StateSucceeded, Result: []byte("ok"), CompletedAt: t0, ExpiresAt: t0.Add(time.Hour), Claim: r})
 	if err != nil {
@@ -96,11 +92,7 @@ func TestFinishHintFenced(t *testing.T) {
 func TestSweepSparesReclaimed(t *testing.T) {
 	s, peer := pair(t)
 	ctx := context.Background()
-	res, err := s.Claim(ctx, claimP("k", "a1", t0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := res.Record
+	r := mustClaim(t, s, claimP("k", "a1", t0))
 	if _, err := s.Finish(ctx, idem.FinishParams{Scope: r.Scope, Key: r.Key, Fence: r.Fence, AttemptID: r.AttemptID,
 		State: idem.StateSucceeded, Result: []byte("v"), CompletedAt: t0, ExpiresAt: t0.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
@@ -127,11 +119,7 @@ func TestSweepSparesReclaimed(t *testing.T) {
 func TestFinishAfterHeartbeat(t *testing.T) {
 	s, peer := pair(t)
 	ctx := context.Background()
-	res, err := s.Claim(ctx, claimP("k", "a1", t0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := res.Record
+	r := mustClaim(t, s, claimP("k", "a1", t0))
 	lease := t0.Add(5 * time.Minute)
 	if err := s.Heartbeat(ctx, idem.HeartbeatParams{Scope: r.Scope, Key: r.Key, Fence: r.Fence, AttemptID: r.AttemptID, LeaseUntil: lease}); err != nil {
 		t.Fatal(err)

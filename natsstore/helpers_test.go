@@ -84,6 +84,16 @@ func newStore(t testing.TB, nc *nats.Conn, bucket string) *Store {
 // t0 is a fixed test time, truncated to the microsecond as the engine does.
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 678901000, time.UTC)
 
+// mustClaim claims p on st and returns the record, failing t on an error.
+func mustClaim(t testing.TB, st idem.Store, p idem.ClaimParams) idem.Record {
+	t.Helper()
+	res, err := st.Claim(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Record
+}
+
 func claimP(key, attempt string, now time.Time) idem.ClaimParams {
 	return idem.ClaimParams{
 		Scope: "tenant-a", Key: key, AttemptID: attempt,
