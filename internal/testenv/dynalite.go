@@ -14,7 +14,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // Dynalite is dynalite (an implementation of DynamoDB on LevelDB, run by
@@ -104,17 +103,9 @@ func startDynalite(t testing.TB) (*exec.Cmd, string) {
 		t.Fatalf("start dynalite: %v", err)
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	for i := 0; ; i++ {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if i == 200 {
-			stopProc(cmd)
-			t.Fatalf("dynalite on %s did not come up: %v", addr, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := waitListening(addr, 200); err != nil {
+		stopProc(cmd)
+		t.Fatalf("dynalite on %s did not come up: %v", addr, err)
 	}
 	return cmd, "http://" + addr
 }

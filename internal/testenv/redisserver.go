@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // StartRedis starts a redis-server of the test's own on a free loopback
@@ -45,16 +44,8 @@ func StartRedisProcess(t testing.TB, args ...string) (string, *os.Process) {
 		_ = cmd.Wait()
 	})
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	for i := 0; ; i++ {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if i == 100 {
-			t.Fatalf("redis-server on %s did not come up: %v", addr, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := waitListening(addr, 100); err != nil {
+		t.Fatalf("redis-server on %s did not come up: %v", addr, err)
 	}
 	return "redis://" + addr + "/0", cmd.Process
 }

@@ -1,11 +1,13 @@
 package testenv
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // serverProc is a server process a test started (a Redis node, a NATS
@@ -68,4 +70,20 @@ func logTail(dir string) string {
 		b = b[len(b)-4096:]
 	}
 	return string(b)
+}
+
+// waitListening dials addr until it accepts a connection, up to tries
+// times 50ms apart, and returns the last dial error if it never does.
+func waitListening(addr string, tries int) error {
+	for i := 0; ; i++ {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if i == tries {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
