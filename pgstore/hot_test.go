@@ -69,7 +69,23 @@ func TestFirstTimeFinishIsHOTBatchedEager(t *testing.T) {
 	checkFirstTimeHOT(t, pgstore.Config{Batch: pgstore.Batch{Eager: true, MaxSize: 32}}, 64)
 }
 
+// And with outcomes batched too (Config.BatchFinishes), the CLI's default:
+// a batch's transaction updates at most four rows, so a page mostly keeps
+// room for their finished versions. Within one transaction PostgreSQL
+// cannot prune the versions it replaced, so fewer stay HOT than with
+// single finishes: 91.8–96.0 % measured, hence the lower bound; one
+// transaction for all 32 left about half of them HOT (docs/performance.md).
+func TestFirstTimeFinishIsHOTBatchedFinishes(t *testing.T) {
+	checkFirstTimeHOTAtLeast(t, pgstore.Config{Batch: pgstore.Batch{Eager: true, MaxSize: 32}, BatchFinishes: true}, 64, 0.85)
+}
+
 func checkFirstTimeHOT(t *testing.T, cfg pgstore.Config, callers int) {
+	checkFirstTimeHOTAtLeast(t, cfg, callers, 0.9)
+}
+
+// checkFirstTimeHOTAtLeast runs 3,200 first-time requests from callers
+// goroutines and requires at least share of their outcomes to be HOT.
+func checkFirstTimeHOTAtLeast(t *testing.T, cfg pgstore.Config, callers int, share float64) {
 	s := newStore(t, cfg)
 	eng, err := idem.New(s, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: -1}})
 	if err != nil {
@@ -106,8 +122,8 @@ func checkFirstTimeHOT(t *testing.T, cfg pgstore.Config, callers int) {
 	}
 	ratio := float64(hot) / float64(upd)
 	t.Logf("%d of %d updates HOT (%.1f%%)", hot, upd, 100*ratio)
-	if ratio < 0.9 {
-		t.Fatalf("%d of %d updates HOT (%.1f%%), want at least 90%%", hot, upd, 100*ratio)
+	if ratio < share {
+		t.Fatalf("%d of %d updates HOT (%.1f%%), want at least %.0f%%", hot, upd, 100*ratio, 100*share)
 	}
 }
 

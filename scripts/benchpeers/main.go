@@ -224,6 +224,10 @@ func pgSides(ctx context.Context) ([]*side, error) {
 	if err := idemSide("idem-eager", pgstore.Config{Batch: pgstore.Batch{Eager: true}}, idem.Config{}); err != nil {
 		return out, err
 	}
+	// Group commit of claims and outcomes alike.
+	if err := idemSide("idem-eagerfin", pgstore.Config{Batch: pgstore.Batch{Eager: true}, BatchFinishes: true}, idem.Config{}); err != nil {
+		return out, err
+	}
 	// The library's defaults but the replay cache (on by default): every
 	// replay reads the store.
 	if err := idemSide("idem-nocache", pgstore.Config{}, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: -1}}); err != nil {

@@ -60,7 +60,7 @@ func TestPostgresBatchParams(t *testing.T) {
 	if strings.Contains(dsn, "batch") || strings.Contains(dsn, "schema") || !strings.Contains(dsn, "sslmode=disable") {
 		t.Errorf("pgx DSN %q", dsn)
 	}
-	if cfg.Schema != "s" || cfg.Batch.Window != 2*time.Millisecond || cfg.Batch.MaxSize != 64 || cfg.BatchFinishes {
+	if cfg.Schema != "s" || cfg.Batch.Window != 2*time.Millisecond || cfg.Batch.MaxSize != 64 || !cfg.BatchFinishes {
 		t.Errorf("config %+v", cfg)
 	}
 	if _, err := Parse("postgres://u@h/db?batch=soon"); err == nil {
@@ -69,6 +69,9 @@ func TestPostgresBatchParams(t *testing.T) {
 	dsn, cfg, err = parsePostgres("postgres://u@h/db?batch=1ms&batch_finish=true")
 	if err != nil || !cfg.BatchFinishes || strings.Contains(dsn, "batch") {
 		t.Errorf("batch_finish=true: %q %+v %v", dsn, cfg, err)
+	}
+	if _, cfg, err = parsePostgres("postgres://u@h/db?batch=1ms&batch_finish=false"); err != nil || cfg.BatchFinishes || !cfg.Batch.On() {
+		t.Errorf("batch_finish=false: %+v %v", cfg, err)
 	}
 	for _, in := range []string{"postgres://u@h/db?batch=0&batch_finish=true", "postgres://u@h/db?batch=1ms&batch_finish=maybe"} {
 		if _, _, err := parsePostgres(in); err == nil {
@@ -94,7 +97,11 @@ func TestPostgresBatchDefault(t *testing.T) {
 			t.Errorf("%s: pgx DSN %q, batch %+v, %v; want eager %v", in, dsn, cfg.Batch, err, eager)
 		}
 	}
-	if _, cfg, _ := parsePostgres("postgres://u@h/db?batch=0"); cfg.Batch.On() {
-		t.Errorf("batch=0: group commit on (%+v)", cfg.Batch)
+	if _, cfg, _ := parsePostgres("postgres://u@h/db?batch=0"); cfg.Batch.On() || cfg.BatchFinishes {
+		t.Errorf("batch=0: group commit on (%+v, finishes %v)", cfg.Batch, cfg.BatchFinishes)
+	}
+	// Outcomes join the group commit by default.
+	if _, cfg, _ := parsePostgres("postgres://u@h/db"); !cfg.BatchFinishes {
+		t.Errorf("default: outcomes not batched (%+v)", cfg)
 	}
 }
