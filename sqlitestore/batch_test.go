@@ -39,6 +39,50 @@ func TestConformanceBatched(t *testing.T) {
 	})
 }
 
+// TestConformanceBatchedEager runs the shared suite with group commit
+// without a window, where a lone write skips the batcher.
+func TestConformanceBatchedEager(t *testing.T) {
+	b := Batch{Eager: true}
+	storetest.Run(t, storetest.Harness{
+		NewStore: func(t *testing.T) idem.Store { return openBatched(t, tempPath(t), b) },
+		NewPeer:  func(t *testing.T, st idem.Store) idem.Store { return openBatched(t, st.(*Store).cfg.path, b) },
+	})
+}
+
+// TestEagerLoneWritesSkipTheBatcher: with Batch.Eager, a caller alone
+// claims and finishes without the batcher (as with group commit off), and
+// callers arriving together share commits.
+func TestEagerLoneWritesSkipTheBatcher(t *testing.T) {
+	path := tempPath(t)
+	s := openBatched(t, path, Batch{Eager: true})
+	for i := range 20 {
+		res := mustClaim(t, s, claimParams(fmt.Sprint("lone-", i), "a"))
+		mustFinish(t, s, finishParams(res.Record, idem.StateSucceeded, "ok"))
+	}
+	if n := s.batch.submitted.Load(); n != 0 {
+		t.Fatalf("a lone caller sent %d writes through the batcher, want 0", n)
+	}
+	const n = 64
+	version := observer(t, path)
+	before := version()
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			mustClaim(t, s, claimParams(fmt.Sprint("burst-", i), "a"))
+		})
+	}
+	close(start)
+	wg.Wait()
+	commits, batched := version()-before, s.batch.submitted.Load()
+	t.Logf("%d concurrent claims: %d commits, %d through the batcher", n, commits, batched)
+	if commits > n/2 || batched < n/2 {
+		t.Fatalf("%d concurrent claims took %d commits, %d through the batcher; want at most %d commits and at least %d batched: they did not share commits",
+			n, commits, batched, n/2, n/2)
+	}
+}
+
 func TestBatchConfigValidated(t *testing.T) {
 	for _, b := range []Batch{
 		{Window: -time.Millisecond},

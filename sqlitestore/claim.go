@@ -44,6 +44,10 @@ func (o ops) claim(ctx context.Context, p idem.ClaimParams) (idem.ClaimResult, e
 	}
 	var res idem.ClaimResult
 	var err error
+	if o.batch != nil && o.batch.alone() {
+		defer o.batch.endAlone()
+		o.batch = nil
+	}
 	if o.batch != nil {
 		res, err = o.claimBatched(ctx, p)
 	} else {

@@ -38,7 +38,11 @@
 // its own caller. Callers are answered after COMMIT returns; if COMMIT
 // fails, every caller in the batch gets the error and none was
 // acknowledged. Replays probed on the readers (above) never wait
-// for a batch; a store from [Store.WithTx] is never batched.
+// for a batch; a store from [Store.WithTx] is never batched. With
+// Batch.Eager there is no window: a write that finds nothing queued, no
+// batch being written and no other write gone alone runs as it would with
+// group commit off, and the writes that queue behind it share the next
+// commit (the idem CLI's default).
 //
 // # Schema
 //

@@ -11,6 +11,10 @@ import (
 )
 
 func (o ops) finish(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
+	if o.batch != nil && o.batch.alone() {
+		defer o.batch.endAlone()
+		o.batch = nil
+	}
 	if o.batch == nil {
 		return o.finishNow(ctx, p)
 	}

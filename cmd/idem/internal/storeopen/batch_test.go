@@ -13,8 +13,11 @@ import (
 func TestSQLiteOptions(t *testing.T) {
 	t.Parallel()
 	good := map[string]sqliteDSN{
-		"a.db":                           {path: "a.db"},
-		"a.db?sync=normal":               {path: "a.db", sync: "normal"},
+		// Group commit without a window unless batch= says otherwise.
+		"a.db":                           {path: "a.db", batch: batchParams{eager: true}},
+		"a.db?sync=normal":               {path: "a.db", sync: "normal", batch: batchParams{eager: true}},
+		"a.db?batch_size=5":              {path: "a.db", batch: batchParams{eager: true, size: 5}},
+		"a.db?batch=0":                   {path: "a.db"},
 		"a.db?batch=2ms":                 {path: "a.db", batch: batchParams{window: 2 * time.Millisecond}},
 		"/x/a.db?batch=1ms&batch_size=9": {path: "/x/a.db", batch: batchParams{window: time.Millisecond, size: 9}},
 	}
@@ -27,7 +30,7 @@ func TestSQLiteOptions(t *testing.T) {
 		}
 	}
 	for _, in := range []string{"a.db?mode=ro", "a.db?batch=fast", "a.db?batch=-1ms",
-		"a.db?batch=1ms&batch_size=0", "a.db?batch_size=5", "?batch=1ms", "a.db#x"} {
+		"a.db?batch=1ms&batch_size=0", "a.db?batch=0&batch_size=5", "?batch=1ms", "a.db#x"} {
 		if _, err := Parse("sqlite://" + in); err == nil {
 			t.Errorf("Parse(sqlite://%s) succeeded, want error", in)
 		}
