@@ -27,6 +27,9 @@ func WriteText(w io.Writer, rep *Report) error {
 	fmt.Fprintf(&b, "load average   %s at start, %s at end\n", orDash(h.LoadStart), orDash(h.LoadEnd))
 	fmt.Fprintf(&b, "store          %s\n", h.Store)
 	fmt.Fprintf(&b, "store options  %s\n", orDash(h.StoreOptions))
+	if h.GroupCommit != "" {
+		fmt.Fprintf(&b, "group commit   %s\n", h.GroupCommit)
+	}
 	fmt.Fprintf(&b, "durability     %s\n", orDash(h.Durability))
 	if h.DurabilityNote != "" {
 		fmt.Fprintf(&b, "               not durable: %s\n", h.DurabilityNote)

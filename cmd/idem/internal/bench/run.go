@@ -45,6 +45,10 @@ type Header struct {
 	// StoreOptions are the DSN's query parameters (e.g. a group-commit
 	// window), which both the store and this report see.
 	StoreOptions string `json:"store_options"`
+	// GroupCommit is the group commit the opened idem store runs, defaults
+	// included ("eager, outcomes batched", "off"); empty for a store
+	// without group commit.
+	GroupCommit string `json:"group_commit,omitempty"`
 	// Durability is the server's durability setting, read from it.
 	Durability string `json:"durability"`
 	// DurabilityNote, when the server's settings let an acknowledged claim
@@ -120,6 +124,7 @@ func Run(ctx context.Context, opt Options) (rep *Report, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
+	rep.Header.GroupCommit = groupCommitOf(st)
 	var closeOnce sync.Once
 	closeStore := func() (err error) {
 		closeOnce.Do(func() { err = st.Close() })

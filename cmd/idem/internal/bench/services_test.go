@@ -169,6 +169,9 @@ func TestRunServices(t *testing.T) {
 			if rep.Header.Durability == "" || strings.Contains(rep.Header.Durability, "?") {
 				t.Errorf("durability not read from the server: %q", rep.Header.Durability)
 			}
+			if want := "eager (no window), outcomes batched"; name == "postgres" && rep.Header.GroupCommit != want {
+				t.Errorf("group commit %q, want the CLI's default %q", rep.Header.GroupCommit, want)
+			}
 			if n := c.left(t); n != 0 {
 				t.Fatalf("%d scratch objects left behind", n)
 			}
