@@ -46,3 +46,28 @@ func ExampleStore_WithTx() {
 		log.Fatal(err)
 	}
 }
+
+// Group commit as the idem CLI runs it: without a window (a lone caller's
+// writes go out at once, as without batching) and with outcomes in the
+// batches too, so concurrent first-time requests share both of their
+// commits. idem bench measured 1.37× and 1.77× the raw INSERT + UPDATE at
+// 16 and 64 callers this way, against 0.93× and 1.15× with claims alone
+// (docs/performance.md). The example needs a PostgreSQL server, so it is
+// compiled but not run.
+func ExampleConfig_groupCommit() {
+	ctx := context.Background()
+	s, err := pgstore.Open(ctx, "postgres://postgres@127.0.0.1:5432/test", pgstore.Config{
+		Migrate:       true,
+		Batch:         pgstore.Batch{Eager: true},
+		BatchFinishes: true,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	eng, err := idem.New(s, idem.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer eng.Close()
+}
