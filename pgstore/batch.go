@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem"
@@ -22,11 +23,14 @@ import (
 const flushTimeout = 30 * time.Second
 
 // batchReq is one write waiting for a batch: a statement returning the
-// record columns and one boolean (claim: claimed; finish: notified).
+// record columns and one boolean (claim: claimed; finish: notified), or,
+// with exec, a statement returning no rows (finishKnown), whose answer is
+// whether it changed one.
 type batchReq struct {
 	scope, key string
 	sql        string
 	args       []any
+	exec       bool
 	ticket     commitqueue.Ticket
 	done       chan batchRes // buffered: the batcher never blocks on it
 }
@@ -35,7 +39,7 @@ type batchReq struct {
 type batchRes struct {
 	rec   idem.Record
 	flag  bool
-	found bool // the statement returned a row
+	found bool // the statement returned a row (exec: changed one)
 	err   error
 }
 
@@ -135,7 +139,16 @@ func (b *batcher) stop() {
 
 // submit queues one statement and waits for its answer.
 func (b *batcher) submit(ctx context.Context, op, scope, key, sql string, args []any) batchRes {
-	r := &batchReq{scope: scope, key: key, sql: sql, args: args, done: make(chan batchRes, 1)}
+	return b.submitReq(ctx, op, &batchReq{scope: scope, key: key, sql: sql, args: args, done: make(chan batchRes, 1)})
+}
+
+// submitExec queues one statement that returns no rows and waits for its
+// answer: found when it changed exactly one row.
+func (b *batcher) submitExec(ctx context.Context, op, scope, key, sql string, args []any) batchRes {
+	return b.submitReq(ctx, op, &batchReq{scope: scope, key: key, sql: sql, args: args, exec: true, done: make(chan batchRes, 1)})
+}
+
+func (b *batcher) submitReq(ctx context.Context, op string, r *batchReq) batchRes {
 	b.submitted.Add(1)
 	return commitqueue.Submit(ctx, b.q, r, r.done,
 		func(err error) batchRes { return batchRes{err: wrap(op, err)} },
@@ -261,8 +274,12 @@ func runBatch(ctx context.Context, conn *pgxpool.Conn, batch []*batchReq) ([]bat
 	br := conn.SendBatch(ctx, &pb)
 	results := make([]batchRes, len(batch))
 	var err error
-	for i := range batch {
-		results[i] = scanResult(br.QueryRow())
+	for i, r := range batch {
+		if r.exec {
+			results[i] = execResult(br.Exec())
+		} else {
+			results[i] = scanResult(br.QueryRow())
+		}
 		if err = results[i].err; err != nil {
 			break
 		}
@@ -278,11 +295,21 @@ func runBatch(ctx context.Context, conn *pgxpool.Conn, batch []*batchReq) ([]bat
 
 // runOne runs a request's statement in its own implicit transaction.
 func runOne(ctx context.Context, conn *pgxpool.Conn, r *batchReq) batchRes {
-	res := scanResult(conn.QueryRow(ctx, r.sql, r.args...))
+	var res batchRes
+	if r.exec {
+		res = execResult(conn.Exec(ctx, r.sql, r.args...))
+	} else {
+		res = scanResult(conn.QueryRow(ctx, r.sql, r.args...))
+	}
 	if res.err != nil {
 		res.err = wrap("batch", res.err)
 	}
 	return res
+}
+
+// execResult answers an exec request: found when one row changed.
+func execResult(tag pgconn.CommandTag, err error) batchRes {
+	return batchRes{found: err == nil && tag.RowsAffected() == 1, err: err}
 }
 
 func scanResult(row pgx.Row) batchRes {

@@ -92,9 +92,9 @@ func ForceInsertFirst(s *Store) { s.mix.Pin(false) }
 func FinishKnown(ctx context.Context, st idem.Store, p idem.FinishParams) (*idem.Record, error) {
 	switch v := st.(type) {
 	case *Store:
-		return v.finishKnown(ctx, p)
+		return v.finishKnown(ctx, p, v.finishBatcher())
 	case txStore:
-		return v.finishKnown(ctx, p)
+		return v.finishKnown(ctx, p, v.finishBatcher())
 	}
 	panic("FinishKnown: not a pgstore store")
 }

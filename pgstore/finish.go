@@ -39,10 +39,8 @@ func (o ops) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, err
 		defer b.endAlone()
 		b = nil
 	}
-	if b == nil {
-		if rec, err := o.finishKnown(ctx, p); rec != nil || err != nil {
-			return rec, err
-		}
+	if rec, err := o.finishKnown(ctx, p, b); rec != nil || err != nil {
+		return rec, err
 	}
 	var query string
 	var args []any
@@ -89,9 +87,11 @@ func (o ops) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, err
 // the wake-up boolean (nothing at all, as an Exec, when notifications are
 // disabled). It returns nil, nil when there is no usable claim or the
 // UPDATE changed nothing (finished already, fenced, absent, or a heartbeat
-// or a mark moved the record on): the general path decides. Group commit
-// keeps the general statement, whose answer its batches expect.
-func (o ops) finishKnown(ctx context.Context, p idem.FinishParams) (*idem.Record, error) {
+// or a mark moved the record on): the general path decides. With b (the
+// finish batcher, Config.BatchFinishes) the statement goes into the group
+// commit, answered by whether it changed the row: a batched outcome neither
+// returns nor decodes the record.
+func (o ops) finishKnown(ctx context.Context, p idem.FinishParams, b *batcher) (*idem.Record, error) {
 	c := &p.Claim
 	if !p.State.Terminal() || c.Scope != p.Scope || c.Key != p.Key || c.Fence != p.Fence || c.AttemptID != p.AttemptID {
 		return nil, nil
@@ -106,11 +106,22 @@ func (o ops) finishKnown(ctx context.Context, p idem.FinishParams) (*idem.Record
 	} else {
 		args = args[:13]
 	}
-	switch n, err := o.db.exec(ctx, o.sql.finishKnown, args...); {
-	case err != nil:
-		return nil, wrap("finish", err)
-	case n == 0:
-		return nil, nil
+	if b != nil {
+		// Batched (Config.BatchFinishes): the same statement in the
+		// group commit, answered by whether it changed the row.
+		switch res := b.submitExec(ctx, "finish", p.Scope, p.Key, o.sql.finishKnown, args); {
+		case res.err != nil:
+			return nil, res.err
+		case !res.found:
+			return nil, nil
+		}
+	} else {
+		switch n, err := o.db.exec(ctx, o.sql.finishKnown, args...); {
+		case err != nil:
+			return nil, wrap("finish", err)
+		case n == 0:
+			return nil, nil
+		}
 	}
 	// What a read returns; nil and empty blobs are stored (and read back)
 	// as they are, and the lease was cleared.

@@ -14,7 +14,8 @@ import (
 
 // finishKnownStores are the ways a Finish reaches PostgreSQL: on the pool
 // with and without notifications, in a caller's pgx and database/sql
-// transaction, and through group commit (which keeps the general path).
+// transaction, with claims batched, and with outcomes batched too (the
+// one UPDATE then goes into the group commit).
 var finishKnownStores = []struct {
 	name string
 	open func(t *testing.T) idem.Store
@@ -46,6 +47,9 @@ var finishKnownStores = []struct {
 	{"batched", func(t *testing.T) idem.Store {
 		return newStore(t, pgstore.Config{Batch: pgstore.Batch{Window: 100 * time.Microsecond, MaxSize: 8}})
 	}},
+	{"batched outcomes", func(t *testing.T) idem.Store {
+		return newStore(t, pgstore.Config{Batch: pgstore.Batch{Window: 100 * time.Microsecond, MaxSize: 8}, BatchFinishes: true})
+	}},
 }
 
 // TestFinishWithClaim runs the hint checks of the conformance suite on each
@@ -68,7 +72,7 @@ func TestFinishWithClaim(t *testing.T) {
 func TestFinishKnownTakesTheClaim(t *testing.T) {
 	t.Parallel()
 	local := time.FixedZone("UTC+3", 3*3600)
-	for _, kind := range finishKnownStores[:4] { // group commit never takes it
+	for _, kind := range finishKnownStores {
 		t.Run(kind.name, func(t *testing.T) {
 			st := kind.open(t)
 			ctx := context.Background()
