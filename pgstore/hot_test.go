@@ -73,9 +73,18 @@ func TestFirstTimeFinishIsHOTBatchedEager(t *testing.T) {
 // a batch's transaction updates at most four rows, so a page mostly keeps
 // room for their finished versions. Within one transaction PostgreSQL
 // cannot prune the versions it replaced, so fewer stay HOT than with
-// single finishes: 91.8–96.0 % measured, hence the lower bound; one
-// transaction for all 32 left about half of them HOT (docs/performance.md).
+// single finishes: 91.8–96.0 % measured with the server to itself, hence
+// the lower bound; a whole batch in one transaction left 64–67 %.
+//
+// It needs the server to itself: while other packages' tests run their
+// transactions on it, PostgreSQL cannot prune the versions those
+// transactions might still see, and the share fell to 77.7 % in a
+// parallel run of scripts/test (single finishes stayed above 90 %). So it
+// runs only with IDEM_HOT_ALONE=1, which scripts/test-long sets, alone.
 func TestFirstTimeFinishIsHOTBatchedFinishes(t *testing.T) {
+	if os.Getenv("IDEM_HOT_ALONE") != "1" {
+		t.Skip("batched outcomes' HOT share needs the PostgreSQL server to itself (concurrent tests hold back page pruning); scripts/test-long runs it alone with IDEM_HOT_ALONE=1")
+	}
 	checkFirstTimeHOTAtLeast(t, pgstore.Config{Batch: pgstore.Batch{Eager: true, MaxSize: 32}, BatchFinishes: true}, 64, 0.85)
 }
 
