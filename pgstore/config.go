@@ -54,7 +54,9 @@ type Config struct {
 	// together, on one heap page, and within one transaction PostgreSQL
 	// cannot prune the versions they replace, so 92–97 % of them stay HOT
 	// instead of 97–99 % (transactions of at most four writes; one
-	// transaction for a whole batch left about half; docs/performance.md).
+	// transaction for a whole batch left 64–67 %), and fewer (78 %
+	// measured) while other long transactions on the server hold back
+	// pruning; docs/performance.md.
 	// Defaults to false.
 	BatchFinishes bool
 
