@@ -82,22 +82,33 @@ type Config struct {
 	ReleaseStatuses []int
 }
 
-func (c *Config) fill(op string) error {
+// pointers are Config's KeyPointer and FingerprintPointers, parsed.
+type pointers struct {
+	keyPtr *Pointer
+	fpPtrs []Pointer
+}
+
+// fill validates c, fills in its defaults and returns its pointers parsed.
+func (c *Config) fill(op string) (ptrs pointers, err error) {
 	if c.Engine == nil {
-		return errors.New("idemlambda: Config.Engine is required")
+		return ptrs, errors.New("idemlambda: Config.Engine is required")
 	}
 	if c.KeyHeader == "" {
 		c.KeyHeader = "Idempotency-Key"
 	}
 	if c.KeyPointer != "" {
-		if _, err := ParsePointer(c.KeyPointer); err != nil {
-			return fmt.Errorf("idemlambda: Config.KeyPointer: %w", err)
+		p, err := ParsePointer(c.KeyPointer)
+		if err != nil {
+			return ptrs, fmt.Errorf("idemlambda: Config.KeyPointer: %w", err)
 		}
+		ptrs.keyPtr = &p
 	}
-	for i, p := range c.FingerprintPointers {
-		if _, err := ParsePointer(p); err != nil {
-			return fmt.Errorf("idemlambda: Config.FingerprintPointers[%d]: %w", i, err)
+	for i, s := range c.FingerprintPointers {
+		p, err := ParsePointer(s)
+		if err != nil {
+			return ptrs, fmt.Errorf("idemlambda: Config.FingerprintPointers[%d]: %w", i, err)
 		}
+		ptrs.fpPtrs = append(ptrs.fpPtrs, p)
 	}
 	if c.Scope == nil {
 		c.Scope = PrincipalScope
@@ -106,7 +117,7 @@ func (c *Config) fill(op string) error {
 		c.Operation = op
 	}
 	if c.DeadlineMargin < 0 {
-		return fmt.Errorf("idemlambda: Config.DeadlineMargin must not be negative, got %s", c.DeadlineMargin)
+		return ptrs, fmt.Errorf("idemlambda: Config.DeadlineMargin must not be negative, got %s", c.DeadlineMargin)
 	}
 	if c.DeadlineMargin == 0 {
 		c.DeadlineMargin = DefaultDeadlineMargin
@@ -115,5 +126,5 @@ func (c *Config) fill(op string) error {
 		c.ReleaseStatuses = []int{429}
 	}
 	c.ReleaseStatuses = slices.Clone(c.ReleaseStatuses)
-	return nil
+	return ptrs, nil
 }

@@ -102,25 +102,17 @@ type response struct {
 // (Retry-After) or outcome-unknown, 422 key-mismatch, 503
 // store-unavailable, 504 outcome-unknown for an effect the deadline cut.
 type HTTP struct {
-	cfg    Config
-	keyPtr *Pointer
-	fpPtrs []Pointer
+	cfg Config
+	pointers
 }
 
 // NewHTTP returns the HTTP wrappers for cfg.
 func NewHTTP(cfg Config) (*HTTP, error) {
-	if err := cfg.fill("lambda"); err != nil {
+	ptrs, err := cfg.fill("lambda")
+	if err != nil {
 		return nil, err
 	}
-	w := &HTTP{cfg: cfg}
-	if cfg.KeyPointer != "" {
-		p := MustPointer(cfg.KeyPointer)
-		w.keyPtr = &p
-	}
-	for _, s := range cfg.FingerprintPointers {
-		w.fpPtrs = append(w.fpPtrs, MustPointer(s))
-	}
-	return w, nil
+	return &HTTP{cfg: cfg, pointers: ptrs}, nil
 }
 
 // errNotApplied is the release cause for a status in ReleaseStatuses.

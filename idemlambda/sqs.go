@@ -44,10 +44,9 @@ type SQSHandler func(ctx context.Context, m events.SQSMessage) error
 // stops the batch: every later record is reported too, unprocessed, so
 // that order within a message group holds.
 type SQS struct {
-	cfg    Config
-	h      SQSHandler
-	keyPtr *Pointer
-	fpPtrs []Pointer
+	cfg Config
+	h   SQSHandler
+	pointers
 }
 
 // NewSQS returns the SQS batch wrapper of h (lambda.Start(s.Handle)).
@@ -58,18 +57,11 @@ func NewSQS(cfg Config, h SQSHandler) (*SQS, error) {
 	if h == nil {
 		return nil, errors.New("idemlambda: NewSQS: handler is nil")
 	}
-	if err := cfg.fill("sqs"); err != nil {
+	ptrs, err := cfg.fill("sqs")
+	if err != nil {
 		return nil, err
 	}
-	s := &SQS{cfg: cfg, h: h}
-	if cfg.KeyPointer != "" {
-		p := MustPointer(cfg.KeyPointer)
-		s.keyPtr = &p
-	}
-	for _, p := range cfg.FingerprintPointers {
-		s.fpPtrs = append(s.fpPtrs, MustPointer(p))
-	}
-	return s, nil
+	return &SQS{cfg: cfg, h: h, pointers: ptrs}, nil
 }
 
 // sqsRecord carries one record through consumer.Message to the handler.
