@@ -75,11 +75,7 @@ func (s *Store) List(ctx context.Context, f idem.ListFilter) ([]idem.Record, err
 			out = append(out, recs...)
 		}
 	}
-	slices.SortFunc(out, listorder.Records)
-	if f.Limit > 0 && len(out) > f.Limit {
-		out = out[:f.Limit]
-	}
-	return out, nil
+	return listorder.Page(out, f.Limit), nil
 }
 
 // listPartition reads one partition of the state index in CreatedAt

@@ -80,11 +80,7 @@ func (s *Store) List(ctx context.Context, f idem.ListFilter) ([]idem.Record, err
 	if err != nil {
 		return nil, storeErr("list", err)
 	}
-	slices.SortFunc(out, listorder.Records)
-	if f.Limit > 0 && len(out) > f.Limit {
-		out = out[:f.Limit]
-	}
-	return out, nil
+	return listorder.Page(out, f.Limit), nil
 }
 
 // Sweep implements [idem.Store.Sweep]. It scans the bucket and deletes

@@ -1,10 +1,11 @@
 // Package listorder is the order of [idem.Store.List] for the stores that
-// sort in Go (memstore, redisstore): creation time, then scope, then key,
+// sort in Go (memstore, redisstore, natsstore, dynamostore): creation time, then scope, then key,
 // the order of [idem.Cursor]. The SQL stores say the same in ORDER BY.
 package listorder
 
 import (
 	"cmp"
+	"slices"
 	"strings"
 
 	"github.com/idemkit/idem"
@@ -26,3 +27,13 @@ func Records(a, b idem.Record) int { return Compare(Of(&a), Of(&b)) }
 // After reports whether r comes after the cursor c; a nil c is before
 // everything.
 func After(r *idem.Record, c *idem.Cursor) bool { return c == nil || Compare(Of(r), *c) > 0 }
+
+// Page sorts the records a List gathered into this order and keeps the
+// first limit of them (all when limit is 0 or less): what List returns.
+func Page(out []idem.Record, limit int) []idem.Record {
+	slices.SortFunc(out, Records)
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}

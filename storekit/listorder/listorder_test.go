@@ -1,6 +1,7 @@
 package listorder_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -37,4 +38,27 @@ func compareInts(i, j int) int {
 		return 1
 	}
 	return 0
+}
+
+func TestPage(t *testing.T) {
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	recs := func() []idem.Record {
+		return []idem.Record{
+			{CreatedAt: t0.Add(time.Second), Scope: "a", Key: "c"},
+			{CreatedAt: t0, Scope: "b", Key: "a"},
+			{CreatedAt: t0, Scope: "a", Key: "b"},
+		}
+	}
+	keys := func(rs []idem.Record) (out []string) {
+		for _, r := range rs {
+			out = append(out, r.Key)
+		}
+		return out
+	}
+	if got := keys(listorder.Page(recs(), 0)); !slices.Equal(got, []string{"b", "a", "c"}) {
+		t.Errorf("Page(limit 0) = %v, want all, in order", got)
+	}
+	if got := keys(listorder.Page(recs(), 2)); !slices.Equal(got, []string{"b", "a"}) {
+		t.Errorf("Page(limit 2) = %v, want the first two", got)
+	}
 }
