@@ -96,10 +96,6 @@ type batcher struct {
 	fallbacks atomic.Int64
 	// txWrites caps the writes in one transaction (maxTxWrites).
 	txWrites int
-	// eager is Batch.Eager: no window; lone is set while a write goes
-	// alone (see alone).
-	eager bool
-	lone  atomic.Bool
 	// submitted counts the writes queued, largestTx the most writes one
 	// transaction held (for tests).
 	submitted, largestTx atomic.Int64
@@ -109,7 +105,7 @@ type batcher struct {
 }
 
 func newBatcher(pool *pgxpool.Pool, b Batch, st *Store) *batcher {
-	bt := &batcher{pool: pool, sem: make(chan struct{}, maxInFlight), txWrites: maxTxWrites, eager: b.Eager}
+	bt := &batcher{pool: pool, sem: make(chan struct{}, maxInFlight), txWrites: maxTxWrites}
 	if st.replicated() {
 		bt.st = st
 	}
@@ -124,11 +120,9 @@ func newBatcher(pool *pgxpool.Pool, b Batch, st *Store) *batcher {
 // COMMIT, no hand-offs). The caller calls endAlone when its statement
 // has returned. One write at a time goes alone, so under load the others
 // queue and share transactions. Either way the statement decides the same.
-func (b *batcher) alone() bool {
-	return b.eager && len(b.sem) == 0 && b.q.Len() == 0 && b.lone.CompareAndSwap(false, true)
-}
+func (b *batcher) alone() bool { return b.q.Alone(len(b.sem) == 0) }
 
-func (b *batcher) endAlone() { b.lone.Store(false) }
+func (b *batcher) endAlone() { b.q.EndAlone() }
 
 // stop ends the batcher after the batches in flight; requests still queued
 // get ErrClosed.

@@ -36,16 +36,14 @@ type batchReq struct {
 type batcher struct {
 	s *Store
 	q *commitqueue.Queue[*batchReq]
-	// eager is Batch.Eager: no window. flushing is set while a batch is
-	// being written, lone while a write goes alone (see alone).
-	eager          bool
-	flushing, lone atomic.Bool
+	// flushing is set while a batch is being written (see alone).
+	flushing atomic.Bool
 	// submitted counts the writes that went through the queue (for tests).
 	submitted atomic.Int64
 }
 
 func newBatcher(s *Store, b Batch) *batcher {
-	bt := &batcher{s: s, eager: b.Eager}
+	bt := &batcher{s: s}
 	bt.q = commitqueue.Start(b, bt.flush, func(r *batchReq) { r.done <- idem.ErrClosed })
 	return bt
 }
@@ -59,11 +57,9 @@ func newBatcher(s *Store, b Batch) *batcher {
 // caller calls endAlone when it is done. The writer is one connection, so
 // a batch that starts meanwhile waits for it; under load the others queue
 // and share commits. Either way the statements decide the same.
-func (b *batcher) alone() bool {
-	return b.eager && !b.flushing.Load() && b.q.Len() == 0 && b.lone.CompareAndSwap(false, true)
-}
+func (b *batcher) alone() bool { return b.q.Alone(!b.flushing.Load()) }
 
-func (b *batcher) endAlone() { b.lone.Store(false) }
+func (b *batcher) endAlone() { b.q.EndAlone() }
 
 // stop ends the batcher after the batch in progress; requests still queued
 // get ErrClosed.

@@ -106,6 +106,10 @@ func Drain[R Request](queue <-chan R, fail func(R)) {
 type Queue[R Request] struct {
 	window time.Duration
 	max    int
+	// eager is groupcommit.Config.Eager; lone is set while a write goes
+	// alone (see Alone).
+	eager  bool
+	lone   atomic.Bool
 	queue  chan R
 	quit   chan struct{}
 	done   chan struct{}
@@ -119,7 +123,7 @@ type Queue[R Request] struct {
 // that is still queued when the queue stops.
 func Start[R Request](cfg groupcommit.Config, flush func([]R), closed func(R)) *Queue[R] {
 	q := &Queue[R]{
-		window: cfg.Window, max: cfg.MaxSize,
+		window: cfg.Window, max: cfg.MaxSize, eager: cfg.Eager,
 		queue: make(chan R, cfg.MaxSize),
 		quit:  make(chan struct{}), done: make(chan struct{}),
 		flush: flush, closed: closed,
@@ -145,6 +149,21 @@ func (q *Queue[R]) loop() {
 
 // Len is how many requests are queued and not yet gathered into a batch.
 func (q *Queue[R]) Len() int { return len(q.queue) }
+
+// Alone reports whether a write may skip the queue and run as it would
+// with group commit off: the queue is eager (no window), nothing is
+// queued, idle says the store is writing no batch, and no other write has
+// gone alone — it would make a batch of one, and going alone spares it the
+// hand-offs to the queue's goroutine and back. One write at a time goes
+// alone, so under load the others queue and share commits. The caller
+// calls EndAlone when its write has returned. Either way the store's
+// statements decide the same.
+func (q *Queue[R]) Alone(idle bool) bool {
+	return q.eager && idle && len(q.queue) == 0 && q.lone.CompareAndSwap(false, true)
+}
+
+// EndAlone ends the write Alone let through.
+func (q *Queue[R]) EndAlone() { q.lone.Store(false) }
 
 // Stop ends the queue once the flush in progress has returned; requests
 // still queued are answered with closed.
