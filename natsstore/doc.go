@@ -30,7 +30,10 @@
 // byte as '=' and two hex digits (the empty string as "="): a valid KV key
 // for any scope and key, and never the same for two pairs. A bucket holds
 // the records of one deployment; List and Sweep read the bucket (or one
-// scope's keys) with a watch that delivers the last value of each key.
+// scope's keys) with a watch that delivers the last value of each key,
+// read until the last message the stream's leader held for those keys
+// when the read began has arrived: the watch's own end marker, counted on
+// whichever replica serves it, comes early on one that lags.
 //
 // # Retention
 //

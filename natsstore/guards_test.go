@@ -3,8 +3,11 @@ package natsstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/idemkit/idem"
 )
@@ -135,5 +138,74 @@ func TestFinishAfterHeartbeat(t *testing.T) {
 	}
 	if !got.LeaseUntil.Equal(lease) || !out.LeaseUntil.Equal(lease) || got.State != idem.StateSucceeded {
 		t.Fatalf("after a heartbeat to %v: stored lease %v (%s), answered %v", lease, got.LeaseUntil, got.State, out.LeaseUntil)
+	}
+}
+
+// laggingWatcher is a KV watch as a consumer placed on a replica that lags
+// the stream's leader gives it: its end-of-initial-values marker comes
+// first (the replica counted nothing pending), and the values follow late,
+// as the replica catches up.
+type laggingWatcher struct {
+	w   jetstream.KeyWatcher
+	out chan jetstream.KeyValueEntry
+}
+
+func lagging(w jetstream.KeyWatcher, lag time.Duration) *laggingWatcher {
+	l := &laggingWatcher{w: w, out: make(chan jetstream.KeyValueEntry)}
+	go func() {
+		defer close(l.out)
+		l.out <- nil
+		time.Sleep(lag)
+		for e := range w.Updates() {
+			if e != nil {
+				l.out <- e
+			}
+		}
+	}()
+	return l
+}
+
+func (l *laggingWatcher) Updates() <-chan jetstream.KeyValueEntry { return l.out }
+func (l *laggingWatcher) Stop() error                             { return l.w.Stop() }
+
+// TestScanReadsPastAnEarlyMarker: List and Sweep read on, past a watch's
+// end-of-initial-values marker that came before the values (a consumer
+// on a lagging replica), until what the leader held when they began has
+// arrived: no record is missing from the list, and no expired one is
+// left unswept.
+func TestScanReadsPastAnEarlyMarker(t *testing.T) {
+	s, _ := pair(t)
+	ctx := context.Background()
+	const n = 5
+	for i := range n {
+		r := mustClaim(t, s, claimP(fmt.Sprintf("k%d", i), "a1", t0))
+		if i%2 == 0 {
+			continue
+		}
+		if _, err := s.Finish(ctx, idem.FinishParams{Scope: r.Scope, Key: r.Key, Fence: r.Fence, AttemptID: r.AttemptID,
+			State: idem.StateSucceeded, Result: []byte("v"), CompletedAt: t0, ExpiresAt: t0.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The last message of the bucket a tombstone: the scan must take it
+	// as the end it waits for, and leave its key out.
+	r := mustClaim(t, s, claimP("gone", "a1", t0))
+	if err := s.Release(ctx, idem.ReleaseParams{Scope: r.Scope, Key: r.Key, Fence: r.Fence, AttemptID: r.AttemptID}); err != nil {
+		t.Fatal(err)
+	}
+	s.scanWatch = func(ctx context.Context, filter string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+		w, err := s.kv.Watch(ctx, filter, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return lagging(w, 100*time.Millisecond), nil
+	}
+	recs, err := s.List(ctx, idem.ListFilter{Scope: "tenant-a"})
+	if err != nil || len(recs) != n {
+		t.Fatalf("List behind an early marker = %d records, %v; want %d", len(recs), err, n)
+	}
+	swept, err := s.Sweep(ctx, idem.SweepParams{Now: t0.Add(time.Hour)})
+	if err != nil || swept != n/2 {
+		t.Fatalf("Sweep behind an early marker = %d, %v; want %d", swept, err, n/2)
 	}
 }

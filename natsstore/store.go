@@ -73,6 +73,9 @@ type Store struct {
 	mix claimmix.Mix
 	// revs remembers the revisions of this store's claims, for Finish.
 	revs revCache
+	// scanWatch, when set (by this package's tests), replaces the
+	// bucket's Watch in scan.
+	scanWatch func(ctx context.Context, filter string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error)
 	// writeGap, when set (by this package's tests), runs between a
 	// decision and its conditional write (and between Sweep's scan and
 	// its deletes): where another writer may step in.
@@ -152,13 +155,15 @@ type msgGetResponse struct {
 		ErrCode     int    `json:"err_code"`
 		Description string `json:"description"`
 	} `json:"error"`
-	// Message's hdrs and data arrive base64-encoded, as encoding/json
-	// decodes a []byte.
-	Message *struct {
-		Seq    uint64 `json:"seq"`
-		Header []byte `json:"hdrs"`
-		Data   []byte `json:"data"`
-	} `json:"message"`
+	Message *storedMsg `json:"message"`
+}
+
+// storedMsg is a message as the message-get API returns it. Its hdrs and
+// data arrive base64-encoded, as encoding/json decodes a []byte.
+type storedMsg struct {
+	Seq    uint64 `json:"seq"`
+	Header []byte `json:"hdrs"`
+	Data   []byte `json:"data"`
 }
 
 // errNoMessage is JetStream's "no message found" (err_code 10037).
@@ -174,29 +179,10 @@ const errNoMessage = 10037
 // on the newest committed value, and a conditional write then checks it
 // again.
 func (s *Store) read(ctx context.Context, k string) (*idem.Record, uint64, error) {
-	ctx, cancel := s.bounded(ctx)
-	defer cancel()
-	req, _ := json.Marshal(struct {
-		LastBy string `json:"last_by_subj"`
-	}{"$KV." + s.bucket + "." + k})
-	msg, err := s.nc.RequestWithContext(ctx, s.getSubj, req)
-	if err != nil {
+	m, err := s.lastMsg(ctx, k)
+	if err != nil || m == nil {
 		return nil, 0, err
 	}
-	var resp msgGetResponse
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return nil, 0, fmt.Errorf("natsstore: message get: %w", err)
-	}
-	if resp.Error != nil {
-		if resp.Error.ErrCode == errNoMessage {
-			return nil, 0, nil
-		}
-		return nil, 0, fmt.Errorf("natsstore: message get: %s (%d)", resp.Error.Description, resp.Error.ErrCode)
-	}
-	if resp.Message == nil {
-		return nil, 0, errors.New("natsstore: message get: empty answer")
-	}
-	m := resp.Message
 	if deleted(m.Header) {
 		return nil, m.Seq, nil
 	}
@@ -205,6 +191,44 @@ func (s *Store) read(ctx context.Context, k string) (*idem.Record, uint64, error
 		return nil, 0, fmt.Errorf("key %s: %w", k, err)
 	}
 	return r, m.Seq, nil
+}
+
+// lastSeq returns the stream sequence of the last message the leader
+// holds for the KV key filter (wildcards allowed), 0 if none.
+func (s *Store) lastSeq(ctx context.Context, filter string) (uint64, error) {
+	m, err := s.lastMsg(ctx, filter)
+	if err != nil || m == nil {
+		return 0, err
+	}
+	return m.Seq, nil
+}
+
+// lastMsg asks the stream's leader for the last message of the KV key (or
+// key filter) k; nil if there is none.
+func (s *Store) lastMsg(ctx context.Context, k string) (*storedMsg, error) {
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
+	req, _ := json.Marshal(struct {
+		LastBy string `json:"last_by_subj"`
+	}{"$KV." + s.bucket + "." + k})
+	msg, err := s.nc.RequestWithContext(ctx, s.getSubj, req)
+	if err != nil {
+		return nil, err
+	}
+	var resp msgGetResponse
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return nil, fmt.Errorf("natsstore: message get: %w", err)
+	}
+	if resp.Error != nil {
+		if resp.Error.ErrCode == errNoMessage {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("natsstore: message get: %s (%d)", resp.Error.Description, resp.Error.ErrCode)
+	}
+	if resp.Message == nil {
+		return nil, errors.New("natsstore: message get: empty answer")
+	}
+	return resp.Message, nil
 }
 
 // readAny is read answered by any replica of the stream (the bucket's
