@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,32 +122,41 @@ func TestWithTxUncommittedClaimBlocksThenYields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A failure below must not leave the row locked: the table's DROP in
+	// the fixture's cleanup would wait for it.
+	t.Cleanup(func() { _ = tx.Rollback() })
 	if res := mustClaim(t, f.st.WithTx(tx), claimParams("k", "tx", t0)); !res.Claimed {
 		t.Fatal("claim in tx not Claimed")
 	}
-	done := make(chan idem.ClaimResult)
+	type answer struct {
+		res idem.ClaimResult
+		err error
+	}
+	done := make(chan answer, 1)
 	go func() {
 		res, err := f.st.Claim(ctx, claimParams("k", "other", t0))
-		if err != nil {
-			t.Errorf("waiting claim: %v", err)
-		}
-		done <- res
+		done <- answer{res, err}
 	}()
-	waitForLockWait(t, f.db)
+	waitForLockWait(t, f.db, done)
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if res := <-done; !res.Claimed || res.Record.AttemptID != "other" {
-		t.Fatalf("waiter after rollback = %+v, want it to own the key", res)
+	if a := <-done; a.err != nil || !a.res.Claimed || a.res.Record.AttemptID != "other" {
+		t.Fatalf("waiter after rollback = %+v, %v; want it to own the key", a.res, a.err)
 	}
 }
 
 // waitForLockWait blocks until some transaction waits for a row lock, a
-// signal rather than a sleep.
-func waitForLockWait(t *testing.T, db *sql.DB) {
+// signal rather than a sleep. It fails at once if the waiter answers
+// first (it was never blocked, or it gave up), with what the server was
+// doing.
+func waitForLockWait[T any](t *testing.T, db *sql.DB, waiter <-chan T) {
 	t.Helper()
 	// Bounded by time, not by a number of polls: under a loaded CI run each
-	// information_schema query can take milliseconds.
+	// information_schema query can take milliseconds. And polled no more
+	// often than every 100 ms: InnoDB answers innodb_trx from a cache it
+	// refreshes only when the last read is older than that, so faster
+	// polls keep reading the snapshot taken before the waiter blocked.
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		var n int
@@ -155,7 +166,31 @@ func waitForLockWait(t *testing.T, db *sql.DB) {
 		if n > 0 {
 			return
 		}
-		time.Sleep(5 * time.Millisecond)
+		select {
+		case a := <-waiter:
+			t.Fatalf("the waiting claim answered before any transaction waited for a lock: %+v\n%s", a, processList(db))
+		case <-time.After(150 * time.Millisecond):
+		}
 	}
-	t.Fatal("no transaction ever waited for the lock")
+	t.Fatalf("no transaction ever waited for the lock\n%s", processList(db))
+}
+
+// processList is the server's SHOW FULL PROCESSLIST, for a failure's
+// message.
+func processList(db *sql.DB) string {
+	rows, err := db.Query("SELECT ID, COMMAND, TIME, COALESCE(STATE, ''), COALESCE(INFO, '') FROM information_schema.PROCESSLIST")
+	if err != nil {
+		return "processlist: " + err.Error()
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var id, secs int64
+		var cmd, state, info string
+		if err := rows.Scan(&id, &cmd, &secs, &state, &info); err != nil {
+			return b.String() + "processlist: " + err.Error()
+		}
+		fmt.Fprintf(&b, "  %d %s %ds %q %q\n", id, cmd, secs, state, info)
+	}
+	return b.String()
 }
