@@ -53,6 +53,10 @@ func BenchmarkFirstTime(b *testing.B) {
 			benchFirstIdem(b, pgstore.Config{DisableNotify: !notify})
 		})
 	}
+	// Claims and outcomes in the eager group commit: the CLI's default.
+	b.Run("idem-eagerfin", func(b *testing.B) {
+		benchFirstIdem(b, pgstore.Config{Batch: pgstore.Batch{Eager: true}, BatchFinishes: true})
+	})
 	b.Run("raw", func(b *testing.B) {
 		s, pool := benchStore(b)
 		ins, upd := fmt.Sprintf(rawInsert, s.QuotedTable()), fmt.Sprintf(rawUpdate, s.QuotedTable())

@@ -118,17 +118,20 @@ func (o ops) claimOnce(ctx context.Context, p idem.ClaimParams) (rec idem.Record
 	}
 	if b != nil {
 		if !mix.ReadFirst() {
-			// Mostly first-time requests: the plain insert, batched. A
-			// row is our claim; none means the key is taken (or its
-			// inserter committed after the statement's snapshot), and
-			// the claim statement below, in a batch of its own, reads it.
-			res := b.submit(ctx, "claim", p.Scope, p.Key, o.sql.insertReturning, args)
+			// Mostly first-time requests: the plain insert, batched, as
+			// a statement that returns no rows. One row inserted is our
+			// claim, and the record is exactly what was inserted, so
+			// nothing is returned or decoded; none means the key is
+			// taken (or its inserter committed after the statement's
+			// snapshot), and the claim statement below, in a batch of
+			// its own, reads it.
+			res := b.submitExec(ctx, "claim", p.Scope, p.Key, o.sql.insertOnly, args)
 			if res.err != nil {
 				return rec, false, false, res.err
 			}
 			if res.found {
 				mix.Observe(false)
-				return res.rec, true, true, nil
+				return insertedRecord(p), true, true, nil
 			}
 		}
 		res := b.submit(ctx, "claim", p.Scope, p.Key, o.sql.claim, args)

@@ -12,10 +12,7 @@ const columns = "scope, key, fingerprint, state, fence, attempt_id, intent, resu
 // CockroachDB and YugabyteDB also accept; pg_notify is left out when
 // notifications are disabled.
 type statements struct {
-	claim, insertOnly, reclaim string
-	// insertReturning is insertOnly returning the inserted row as claim
-	// does: a batched first-time claim (see claimOnce).
-	insertReturning               string
+	claim, insertOnly, reclaim    string
 	finishTerminal, finishUnknown string
 	finishKnown                   string
 	release, heartbeat            string
@@ -87,19 +84,12 @@ UNION ALL
 SELECT * FROM ins`),
 
 		// The first-time fast path: a plain insert decided by the primary
-		// key, run as an Exec. No row inserted means the key exists (or a
-		// concurrent inserter won); the caller then runs the claim
-		// statement above, which reads the existing row and handles the
-		// snapshot trap.
+		// key, run as an Exec (alone, or in a group-commit batch, which
+		// answers whether it inserted a row). No row inserted means the
+		// key exists (or a concurrent inserter won); the caller then runs
+		// the claim statement above, which reads the existing row and
+		// handles the snapshot trap.
 		insertOnly: r.Replace(insertOnly),
-
-		// The fast path inside a group-commit batch, where a statement
-		// must answer with a row: the inserted record, or none when the
-		// key exists (the caller then runs claim, in a later batch). It
-		// skips claim's read of the existing row and its union (~5-15 µs
-		// of server CPU a statement, measured with pg_stat_statements).
-		insertReturning: r.Replace(insertOnly + `
-RETURNING {COLS}, true AS claimed`),
 
 		// Take over an expired terminal record. Every condition that made it
 		// reclaimable is re-checked here, against the fence that was read.
