@@ -29,6 +29,19 @@ func groupCommitOf(st idem.Store) string {
 	return ""
 }
 
+// connectionsOf is the most connections st's pool opens, which the raw
+// side's pool (built from the same DSN) shares; 0 for a store without a
+// connection pool of its own. A group commit writes several callers'
+// statements on one connection, so how far it gets ahead of the raw
+// driver depends on it: with fewer connections than callers, the raw
+// side's callers queue for a connection.
+func connectionsOf(st idem.Store) int {
+	if s, ok := st.(*pgstore.Store); ok && s.Pool() != nil {
+		return int(s.Pool().Config().MaxConns)
+	}
+	return 0
+}
+
 func describeBatch(b groupcommit.Config) string {
 	switch {
 	case b.Eager:

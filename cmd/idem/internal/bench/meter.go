@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -102,10 +103,14 @@ type pgMeter struct {
 
 // newPGMeter connects the meter; dsn is the driver DSN.
 func newPGMeter(ctx context.Context, dsn, app string, raw, idem *stmtCounter) (*pgMeter, error) {
-	cfg, err := pgx.ParseConfig(dsn)
+	// Parsed as the pools parse it, so that their settings (pool_max_conns
+	// and the other pool_ parameters) are taken off instead of being sent
+	// to the server as unknown run-time parameters.
+	pcfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, err
 	}
+	cfg := pcfg.ConnConfig
 	cfg.RuntimeParams["application_name"] = "idem bench meter"
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {

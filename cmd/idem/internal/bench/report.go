@@ -30,6 +30,9 @@ func WriteText(w io.Writer, rep *Report) error {
 	if h.GroupCommit != "" {
 		fmt.Fprintf(&b, "group commit   %s\n", h.GroupCommit)
 	}
+	if h.Connections > 0 {
+		fmt.Fprintf(&b, "connections    at most %d a side (pool_max_conns in the DSN)\n", h.Connections)
+	}
 	fmt.Fprintf(&b, "durability     %s\n", orDash(h.Durability))
 	if h.DurabilityNote != "" {
 		fmt.Fprintf(&b, "               not durable: %s\n", h.DurabilityNote)

@@ -49,6 +49,10 @@ type Header struct {
 	// included ("eager, outcomes batched", "off"); empty for a store
 	// without group commit.
 	GroupCommit string `json:"group_commit,omitempty"`
+	// Connections is the most connections each side's pool opens
+	// (PostgreSQL: pool_max_conns, pgxpool's default max(4, CPUs) when the
+	// DSN leaves it out); 0 when the store has no pool of its own.
+	Connections int `json:"connections,omitempty"`
 	// Durability is the server's durability setting, read from it.
 	Durability string `json:"durability"`
 	// DurabilityNote, when the server's settings let an acknowledged claim
@@ -125,6 +129,7 @@ func Run(ctx context.Context, opt Options) (rep *Report, err error) {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	rep.Header.GroupCommit = groupCommitOf(st)
+	rep.Header.Connections = connectionsOf(st)
 	var closeOnce sync.Once
 	closeStore := func() (err error) {
 		closeOnce.Do(func() { err = st.Close() })
