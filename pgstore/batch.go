@@ -18,8 +18,11 @@ import (
 	"github.com/idemkit/idem/storekit/commitqueue"
 )
 
-// flushTimeout bounds one batch's round trips and commit. Callers do not
-// wait for it: each leaves when its own ctx ends.
+// flushTimeout bounds one batch's round trips and commit. With a window,
+// callers do not wait for it: each leaves when its own ctx ends. In the
+// eager group commit a caller writes the batch it leads, so a batch ends
+// by the latest deadline among its requests (every store call has one,
+// Config.CallTimeout), and its writer waits no longer than that.
 const flushTimeout = 30 * time.Second
 
 // batchReq is one write waiting for a batch: a statement returning the
@@ -31,6 +34,7 @@ type batchReq struct {
 	sql        string
 	args       []any
 	exec       bool
+	deadline   time.Time // the caller's, zero if none
 	ticket     commitqueue.Ticket
 	done       chan batchRes // buffered: the batcher never blocks on it
 }
@@ -41,6 +45,9 @@ type batchRes struct {
 	flag  bool
 	found bool // the statement returned a row (exec: changed one)
 	err   error
+	// lead, instead of an answer, hands the receiving caller a batch to
+	// write (eager group commit; the batch holds its own request).
+	lead []*batchReq
 }
 
 // maxInFlight is how many batches may be on the wire at once, each on its
@@ -63,8 +70,10 @@ const maxInFlight = 4
 // 1.2–1.4 times the raw INSERT + UPDATE.
 const maxTxWrites = 4
 
-// batcher is group commit: one goroutine gathers the claims (and, with
-// Config.BatchFinishes, the finishes) that arrive within a window; each
+// batcher is group commit: with a window, one goroutine gathers the
+// claims (and, with Config.BatchFinishes, the finishes) that arrive within
+// it; eager (Batch.Eager), the callers gather and write the batches
+// themselves (see leaders). Each
 // batch runs as transactions of at most maxTxWrites writes, each in one
 // pipelined round trip: the statements and one Sync, which PostgreSQL runs
 // as one implicit transaction committed at the Sync (no BEGIN and COMMIT
@@ -88,7 +97,7 @@ const maxTxWrites = 4
 // acknowledged.
 type batcher struct {
 	pool *pgxpool.Pool
-	q    *commitqueue.Queue[*batchReq]
+	q    *commitqueue.Queue[*batchReq] // with a window; nil when eager
 	// sem holds a token per batch in flight; flushing counts them for stop.
 	sem      chan struct{}
 	flushing sync.WaitGroup
@@ -102,12 +111,21 @@ type batcher struct {
 	// st is set when claims are replicated: each batch's commit must then
 	// be confirmed by the standbys (see Store.onSyncConn).
 	st *Store
+	// led is the eager group commit, whose batches its callers write;
+	// nil with a window, where q's goroutine gathers them.
+	led *leaders
 }
 
 func newBatcher(pool *pgxpool.Pool, b Batch, st *Store) *batcher {
 	bt := &batcher{pool: pool, sem: make(chan struct{}, maxInFlight), txWrites: maxTxWrites}
 	if st.replicated() {
 		bt.st = st
+	}
+	if b.Eager {
+		// A batch is one transaction here: MaxSize, if smaller, caps it.
+		bt.txWrites = min(bt.txWrites, max(b.MaxSize, 1))
+		bt.led = &leaders{}
+		return bt
 	}
 	bt.q = commitqueue.Start(b, bt.start, func(r *batchReq) { r.done <- batchRes{err: errClosed("batch")} })
 	return bt
@@ -120,13 +138,29 @@ func newBatcher(pool *pgxpool.Pool, b Batch, st *Store) *batcher {
 // COMMIT, no hand-offs). The caller calls endAlone when its statement
 // has returned. One write at a time goes alone, so under load the others
 // queue and share transactions. Either way the statement decides the same.
-func (b *batcher) alone() bool { return b.q.Alone(len(b.sem) == 0) }
+func (b *batcher) alone() bool {
+	if b.led != nil {
+		return b.led.alone()
+	}
+	return b.q.Alone(len(b.sem) == 0)
+}
 
-func (b *batcher) endAlone() { b.q.EndAlone() }
+func (b *batcher) endAlone() {
+	if b.led != nil {
+		b.led.endAlone()
+		return
+	}
+	b.q.EndAlone()
+}
 
 // stop ends the batcher after the batches in flight; requests still queued
 // get ErrClosed.
 func (b *batcher) stop() {
+	if b.led != nil {
+		b.led.stop()
+		b.flushing.Wait()
+		return
+	}
 	b.q.Stop()
 	b.flushing.Wait()
 }
@@ -144,6 +178,10 @@ func (b *batcher) submitExec(ctx context.Context, op, scope, key, sql string, ar
 
 func (b *batcher) submitReq(ctx context.Context, op string, r *batchReq) batchRes {
 	b.submitted.Add(1)
+	if b.led != nil {
+		r.deadline, _ = ctx.Deadline()
+		return b.submitLed(ctx, op, r)
+	}
 	return commitqueue.Submit(ctx, b.q, r, r.done,
 		func(err error) batchRes { return batchRes{err: wrap(op, err)} },
 		func() batchRes { return batchRes{err: errClosed(op)} })
@@ -167,12 +205,34 @@ func (b *batcher) start(batch []*batchReq) {
 	}
 }
 
+// latestDeadline is the latest of the requests' deadlines, or limit if
+// one has none or a later one.
+func latestDeadline(batch []*batchReq, limit time.Time) time.Time {
+	var latest time.Time
+	for _, r := range batch {
+		if r.deadline.IsZero() {
+			return limit
+		}
+		if r.deadline.After(latest) {
+			latest = r.deadline
+		}
+	}
+	if latest.IsZero() || latest.After(limit) {
+		return limit
+	}
+	return latest
+}
+
 // GroupTicket implements commitqueue.Request.
 func (r *batchReq) GroupTicket() *commitqueue.Ticket { return &r.ticket }
 
 // flush runs one batch and answers every request in it.
 func (b *batcher) flush(batch []*batchReq) {
-	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	until := time.Now().Add(flushTimeout)
+	if b.led != nil {
+		until = latestDeadline(batch, until)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), until)
 	defer cancel()
 	slices.SortFunc(batch, func(x, y *batchReq) int {
 		return cmp.Or(cmp.Compare(x.scope, y.scope), cmp.Compare(x.key, y.key))

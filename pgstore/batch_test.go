@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -333,5 +334,72 @@ END $$`,
 	}
 	if failed < 2 {
 		t.Fatalf("only %d claims failed: the refused key shared no transaction, nothing was tested", failed)
+	}
+}
+
+// TestBatchEagerLeaderLeaves: in the eager group commit a caller writes
+// the batch handed to it; one whose context ended once its request was
+// taken into a batch still has that batch written (by a goroutine of its
+// own), so the callers who stayed get their answers. Half the callers
+// here give up after a few hundred microseconds; every claim of the
+// others must succeed.
+func TestBatchEagerLeaderLeaves(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, pgstore.Config{Batch: pgstore.Batch{Eager: true}, BatchFinishes: true})
+	pgstore.ForceInsertFirst(s)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for g := range 32 {
+		wg.Go(func() {
+			for i := range 60 {
+				key := fmt.Sprint("leaves-", g, "-", i)
+				if g%2 == 1 {
+					cctx, cancel := context.WithTimeout(ctx, time.Duration(50+(g*37+i*53)%400)*time.Microsecond)
+					_, _ = s.Claim(cctx, claimParams(key, "a", t0))
+					cancel()
+					continue
+				}
+				c, err := s.Claim(ctx, claimParams(key, "a", t0))
+				if err != nil || !c.Claimed {
+					failed.Add(1)
+					t.Errorf("claim %s of a caller that stayed: %+v, %v", key, c, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("orphan batches written: %d", s.OrphanBatches())
+}
+
+// TestBatchEagerBurstAllWritten: a burst of one-shot callers, far more
+// than the batches in flight can hold, all get their claims written: the
+// callers left in line when no new caller comes are handed their batches
+// by the callers before them.
+func TestBatchEagerBurstAllWritten(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, pgstore.Config{Batch: pgstore.Batch{Eager: true}, CallTimeout: 5 * time.Second})
+	pgstore.ForceInsertFirst(s)
+	const n = 200
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			c, err := s.Claim(context.Background(), claimParams(fmt.Sprint("burst-", i), "a", t0))
+			if err == nil && !c.Claimed {
+				err = errors.New("not claimed")
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("claim %d of the burst: %v", i, err)
+		}
+	}
+	if submitted, largest := s.BatchStats(); submitted < n/2 || largest < 2 {
+		t.Fatalf("%d of %d claims batched, largest transaction %d: the burst did not queue", submitted, n, largest)
 	}
 }

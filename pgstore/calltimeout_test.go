@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"testing"
 	"time"
@@ -18,9 +19,23 @@ import (
 // own fails after Config.CallTimeout instead of hanging, the engine
 // answers store-unavailable and runs nothing, and the store works again
 // once the server answers. Open sets the server-side statement_timeout
-// too.
+// too. With the eager group commit, where a caller writes the batch it
+// leads, concurrent claims on the stalled server each fail within the
+// same bound: a batch ends by its requests' deadlines.
 func TestCallTimeoutBoundsAPausedServer(t *testing.T) {
 	t.Parallel()
+	for name, cfg := range map[string]pgstore.Config{
+		"unbatched": {},
+		"eager":     {Batch: pgstore.Batch{Eager: true}, BatchFinishes: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			callTimeoutBoundsAPausedServer(t, cfg)
+		})
+	}
+}
+
+func callTimeoutBoundsAPausedServer(t *testing.T, cfg pgstore.Config) {
 	dsn := testenv.Postgres.Need(t)
 	u, err := url.Parse(dsn)
 	if err != nil {
@@ -30,7 +45,8 @@ func TestCallTimeoutBoundsAPausedServer(t *testing.T) {
 	relay := testenv.StartRelay(t, u.Host)
 	u.Host = relay.Addr()
 	ctx := context.Background()
-	st, err := pgstore.Open(ctx, u.String(), pgstore.Config{Schema: schema, Migrate: true, CallTimeout: 400 * time.Millisecond, DisableNotify: true})
+	cfg.Schema, cfg.Migrate, cfg.CallTimeout, cfg.DisableNotify = schema, true, 400*time.Millisecond, true
+	st, err := pgstore.Open(ctx, u.String(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,26 +61,35 @@ func TestCallTimeoutBoundsAPausedServer(t *testing.T) {
 	}
 	defer eng.Close()
 
+	pgstore.ForceInsertFirst(st) // claims go to the writer (batched, with batching on), not to a read first
 	relay.Stall()
 	start := time.Now()
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	done := make(chan error, 1)
-	go func() {
-		_, err := st.Claim(ctx, idem.ClaimParams{Key: "paused", AttemptID: "a1", Now: now, LeaseUntil: now.Add(time.Minute)})
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatal("a claim on a server that stopped answering succeeded")
+	const claims = 8 // enough to make batches when batching is on
+	done := make(chan error, claims)
+	for i := range claims {
+		go func() {
+			_, err := st.Claim(ctx, idem.ClaimParams{Key: fmt.Sprint("paused-", i), AttemptID: "a1", Now: now, LeaseUntil: now.Add(time.Minute)})
+			done <- err
+		}()
+	}
+	for range claims {
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatal("a claim on a server that stopped answering succeeded")
+			}
+		case <-time.After(5 * time.Second):
+			relay.Close() // frees the connections the claims hold, so the store can close
+			t.Fatalf("a claim on a server that stopped answering still hangs after %s; want a timeout near 400ms", time.Since(start))
 		}
-	case <-time.After(5 * time.Second):
-		relay.Close() // frees the connection the claim holds, so the store can close
-		t.Fatalf("a claim on a server that stopped answering still hangs after %s; want a timeout near 400ms", time.Since(start))
+	}
+	if submitted, _ := st.BatchStats(); cfg.Batch.On() && submitted == 0 {
+		t.Fatal("no claim on the stalled server went through the group commit; the test proves nothing about it")
 	}
 	ran := false
 	start = time.Now()
-	_, err = eng.DoBytes(ctx, idem.Request{Key: "paused-2"}, func(context.Context, *idem.Attempt) ([]byte, error) { ran = true; return nil, nil })
+	_, err = eng.DoBytes(ctx, idem.Request{Key: "paused-again"}, func(context.Context, *idem.Attempt) ([]byte, error) { ran = true; return nil, nil })
 	if !errors.Is(err, idem.ErrStoreUnavailable) || ran || time.Since(start) > 5*time.Second {
 		t.Fatalf("DoBytes on a stalled server = %v after %s (ran %v); want store unavailable, bounded, nothing run", err, time.Since(start), ran)
 	}

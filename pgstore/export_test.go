@@ -126,3 +126,12 @@ func (s *Store) MigrateFirst(ctx context.Context, n int) error {
 	}
 	return tx.Commit(ctx)
 }
+
+// OrphanBatches is how many eager batches were written for a leader whose
+// caller had left.
+func (s *Store) OrphanBatches() int64 {
+	if s.batch == nil || s.batch.led == nil {
+		return 0
+	}
+	return s.batch.led.orphans.Load()
+}
