@@ -99,23 +99,7 @@ func TestBatchSplitsTransactions(t *testing.T) {
 	const n = 13
 	s := newStore(t, pgstore.Config{Batch: pgstore.Batch{Window: groupcommit.MaxWindow, MaxSize: n}})
 	ctx := context.Background()
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i := range n {
-		wg.Go(func() {
-			c, err := s.Claim(ctx, claimParams(fmt.Sprint("split-", i), "a", t0))
-			if err == nil && !c.Claimed {
-				err = errors.New("not claimed")
-			}
-			errs[i] = err
-		})
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("claim %d: %v", i, err)
-		}
-	}
+	claimAtOnce(t, s, "split-", n)
 	recs, err := s.List(ctx, idem.ListFilter{})
 	if err != nil || len(recs) != n {
 		t.Fatalf("%d records, %v; want %d", len(recs), err, n)
@@ -382,11 +366,21 @@ func TestBatchEagerBurstAllWritten(t *testing.T) {
 	s := newStore(t, pgstore.Config{Batch: pgstore.Batch{Eager: true}, CallTimeout: 5 * time.Second})
 	pgstore.ForceInsertFirst(s)
 	const n = 200
+	claimAtOnce(t, s, "burst-", n)
+	if submitted, largest := s.BatchStats(); submitted < n/2 || largest < 2 {
+		t.Fatalf("%d of %d claims batched, largest transaction %d: the burst did not queue", submitted, n, largest)
+	}
+}
+
+// claimAtOnce claims the keys prefix0 … prefix<n-1> from n goroutines at
+// once and reports each claim that failed or was not Claimed.
+func claimAtOnce(t *testing.T, s *pgstore.Store, prefix string, n int) {
+	t.Helper()
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			c, err := s.Claim(context.Background(), claimParams(fmt.Sprint("burst-", i), "a", t0))
+			c, err := s.Claim(context.Background(), claimParams(fmt.Sprint(prefix, i), "a", t0))
 			if err == nil && !c.Claimed {
 				err = errors.New("not claimed")
 			}
@@ -396,10 +390,7 @@ func TestBatchEagerBurstAllWritten(t *testing.T) {
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			t.Errorf("claim %d of the burst: %v", i, err)
+			t.Errorf("claim %s%d: %v", prefix, i, err)
 		}
-	}
-	if submitted, largest := s.BatchStats(); submitted < n/2 || largest < 2 {
-		t.Fatalf("%d of %d claims batched, largest transaction %d: the burst did not queue", submitted, n, largest)
 	}
 }
