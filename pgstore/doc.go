@@ -38,9 +38,14 @@
 // in (scope, key) order (so concurrent transactions, from any process,
 // lock rows in one order and cannot deadlock each other) and one Sync, at
 // which PostgreSQL commits them as one implicit transaction.
-// Up to four transactions are in flight at once; with Eager, a write that
-// finds the batcher idle is sent on its own, as without batching (the
-// idem CLI's default for PostgreSQL). Outcomes (Finish) join
+// Up to four transactions are in flight at once. With Eager (the idem
+// CLI's default for PostgreSQL) the callers write the batches themselves:
+// a write that finds nothing being written or waiting is sent on its own,
+// as without batching; one that finds fewer than four batches in flight
+// writes itself and the writes waiting in line; the others wait in line,
+// and a caller that has written its batch hands the next one to a
+// waiting caller. A caller may so wait for the others in its batch, up to
+// the latest deadline among them. Outcomes (Finish) join
 // the batches only with Config.BatchFinishes (the idem CLI sets it with
 // group commit); otherwise each is its own statement. The limit of four
 // keeps the outcome UPDATE mostly HOT: rows claimed together share a heap
