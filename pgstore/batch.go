@@ -131,37 +131,27 @@ func newBatcher(pool *pgxpool.Pool, b Batch, st *Store) *batcher {
 	return bt
 }
 
-// alone reports whether a write may skip the batcher: without a window, a
-// write that finds nothing queued, no batch being written and no other
+// alone reports whether a write may skip the batcher: eager (no window),
+// a write that finds nothing waiting, no batch being written and no other
 // write gone alone would make a batch of one, so it goes out as a plain
 // statement instead (for a claim the first-time insert: no BEGIN and
 // COMMIT, no hand-offs). The caller calls endAlone when its statement
 // has returned. One write at a time goes alone, so under load the others
 // queue and share transactions. Either way the statement decides the same.
-func (b *batcher) alone() bool {
-	if b.led != nil {
-		return b.led.alone()
-	}
-	return b.q.Alone(len(b.sem) == 0)
-}
+// With a window no write goes alone.
+func (b *batcher) alone() bool { return b.led != nil && b.led.alone() }
 
-func (b *batcher) endAlone() {
-	if b.led != nil {
-		b.led.endAlone()
-		return
-	}
-	b.q.EndAlone()
-}
+// endAlone ends the write alone let through.
+func (b *batcher) endAlone() { b.led.endAlone() }
 
 // stop ends the batcher after the batches in flight; requests still queued
 // get ErrClosed.
 func (b *batcher) stop() {
 	if b.led != nil {
 		b.led.stop()
-		b.flushing.Wait()
-		return
+	} else {
+		b.q.Stop()
 	}
-	b.q.Stop()
 	b.flushing.Wait()
 }
 

@@ -33,9 +33,12 @@ type leaders struct {
 
 // alone reports whether a write may skip the group commit: nothing is
 // being written or waiting, and no other write went alone (see
-// batcher.alone).
+// batcher.alone). It is asked by every write, so it does not wait for mu:
+// a lock held by another caller means the group commit is busy.
 func (l *leaders) alone() bool {
-	l.mu.Lock()
+	if !l.mu.TryLock() {
+		return false
+	}
 	idle := l.running == 0 && len(l.line) == 0 && !l.closed
 	l.mu.Unlock()
 	return idle && l.lone.CompareAndSwap(false, true)
