@@ -7,10 +7,11 @@ import (
 	"github.com/idemkit/idem/groupcommit"
 )
 
-// A store's Config.Batch is a groupcommit.Config: the zero value leaves
-// every write its own transaction; a window turns batching on, with
-// MaxSize defaulting to DefaultSize. For example
+// A store's Config.Batch is a groupcommit.Config: a window turns batching
+// on, with MaxSize defaulting to DefaultSize. For example
 // pgstore.Config{Batch: groupcommit.Config{Window: 2 * time.Millisecond}}.
+// The zero value is off (sqlitestore: every write its own transaction),
+// except in pgstore, which reads it as its default, Eager.
 func ExampleConfig() {
 	off := groupcommit.Config{}
 	on := groupcommit.Config{Window: 2 * time.Millisecond, MaxSize: 64}

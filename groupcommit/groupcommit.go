@@ -13,7 +13,8 @@ type Config struct {
 	// Window is how long a batch waits, after its first write arrives, for
 	// others to join it; it bounds the latency batching adds. Zero turns
 	// group commit off unless Eager is set; at most [MaxWindow]. Defaults
-	// to 0 (off).
+	// to 0 (off). pgstore reads a Config with neither Window nor Eager
+	// as its default, Eager (pgstore.Config.Unbatched turns it off).
 	Window time.Duration
 
 	// Eager, with Window zero, turns group commit on without a window: a

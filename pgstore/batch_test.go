@@ -38,6 +38,59 @@ func TestBatchConfigValidated(t *testing.T) {
 	}
 }
 
+// TestBatchDefault: the zero Config is the eager group commit with
+// outcomes batched (what the idem CLI runs), and concurrent callers share
+// its transactions; Unbatched turns it off and takes no batch settings; a
+// Batch with a window or Eager keeps BatchFinishes as given.
+func TestBatchDefault(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	for _, tc := range []struct {
+		name     string
+		cfg      pgstore.Config
+		on       bool
+		finishes bool
+		size     int
+	}{
+		{"zero Config", pgstore.Config{}, true, true, groupcommit.DefaultSize},
+		{"MaxSize only", pgstore.Config{Batch: pgstore.Batch{MaxSize: 8}}, true, true, 8},
+		{"Eager, claims only", pgstore.Config{Batch: pgstore.Batch{Eager: true}}, true, false, groupcommit.DefaultSize},
+		{"window", pgstore.Config{Batch: pgstore.Batch{Window: time.Millisecond}}, true, false, groupcommit.DefaultSize},
+		{"Unbatched", pgstore.Config{Unbatched: true}, false, false, 0},
+	} {
+		tc.cfg.Schema = freshSchema(t, pool)
+		tc.cfg.Migrate = true
+		s, err := pgstore.New(context.Background(), pool, tc.cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		defer s.Close()
+		b, finishes, on := s.GroupCommit()
+		if on != tc.on || finishes != tc.finishes || (on && b.MaxSize != tc.size) || (on && b.Window == 0 && !b.Eager) {
+			t.Errorf("%s: group commit on %v (%+v), outcomes batched %v; want on %v, outcomes %v, MaxSize %d",
+				tc.name, on, b, finishes, tc.on, tc.finishes, tc.size)
+		}
+		if tc.name != "zero Config" && tc.name != "Unbatched" {
+			continue
+		}
+		claimAtOnce(t, s, "crowd-", 64)
+		if got, _ := s.BatchStats(); (got > 0) != tc.on {
+			t.Errorf("%s: %d writes of 64 concurrent claims went through the group commit", tc.name, got)
+		}
+	}
+	for _, cfg := range []pgstore.Config{
+		{Unbatched: true, Batch: pgstore.Batch{Eager: true}},
+		{Unbatched: true, Batch: pgstore.Batch{Window: time.Millisecond}},
+		{Unbatched: true, Batch: pgstore.Batch{MaxSize: 8}},
+		{Unbatched: true, BatchFinishes: true},
+	} {
+		if s, err := pgstore.New(context.Background(), pool, cfg); err == nil {
+			s.Close()
+			t.Errorf("New accepted %+v", cfg)
+		}
+	}
+}
+
 // TestBatchNeighbourFailure puts a statement that fails (a key PostgreSQL
 // cannot store) into one batch with good claims and a fenced
 // Finish: the failure aborts the batch's transaction, yet only its own

@@ -25,8 +25,8 @@ import (
 func TestCallTimeoutBoundsAPausedServer(t *testing.T) {
 	t.Parallel()
 	for name, cfg := range map[string]pgstore.Config{
-		"unbatched": {},
-		"eager":     {Batch: pgstore.Batch{Eager: true}, BatchFinishes: true},
+		"unbatched": {Unbatched: true},
+		"eager":     {}, // the default group commit
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

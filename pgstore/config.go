@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -35,30 +36,43 @@ type Config struct {
 	// which do not implement LISTEN/NOTIFY. Defaults to false (notify on).
 	DisableNotify bool
 
-	// Batch turns on group commit: claims (and, with BatchFinishes,
-	// outcomes) written by concurrent callers within Batch.Window are
-	// gathered into one batch, written as transactions of at most four
-	// writes, each one pipelined round trip (see the package
-	// documentation). Defaults to the zero Batch: off, every write is its
-	// own transaction.
+	// Batch configures group commit: claims (and, with BatchFinishes,
+	// outcomes) written by concurrent callers are gathered into batches,
+	// written as transactions of at most four writes, each one pipelined
+	// round trip (see the package documentation). A Batch with neither a
+	// Window nor Eager — the zero Batch included — is the default: the
+	// eager group commit (Eager, MaxSize honoured) with outcomes batched
+	// too, whatever BatchFinishes says; a lone write still goes out on its
+	// own, so one caller sees no batching. Unbatched turns group commit
+	// off.
 	Batch Batch
 
-	// BatchFinishes also batches outcomes (Finish) when Batch is on; by
-	// default only claims are batched and each outcome is its own
-	// statement and transaction. Batched, a first-time request shares
-	// both of its commits: idem bench measured 1.37× and 1.77× the raw
-	// INSERT + UPDATE at 16 and 64 callers, against 0.93× and 1.15× with
-	// claims only, and the idem CLI turns it on with group commit
-	// (batch_finish=false turns it off there). The cost is HOT updates:
-	// finishes batched together tend to update rows that were claimed
-	// together, on one heap page, and within one transaction PostgreSQL
-	// cannot prune the versions they replace, so 92–97 % of them stay HOT
-	// instead of 97–99 % (transactions of at most four writes; one
-	// transaction for a whole batch left 64–67 %), and fewer (78 %
-	// measured) while other long transactions on the server hold back
-	// pruning; docs/performance.md.
+	// BatchFinishes also batches outcomes (Finish) under a Batch with a
+	// Window or Eager set; there, by default, only claims are batched and
+	// each outcome is its own statement and transaction. The default
+	// group commit (above) batches outcomes already. Batched, a
+	// first-time request shares both of its commits: idem bench measured
+	// 1.37× and 1.77× the raw INSERT + UPDATE at 16 and 64 callers,
+	// against 0.93× and 1.15× with claims only (docs/performance.md). The
+	// cost is HOT updates: finishes batched together tend to update rows
+	// that were claimed together, on one heap page, and within one
+	// transaction PostgreSQL cannot prune the versions they replace, so
+	// 92–97 % of them stay HOT instead of 97–99 % (transactions of at
+	// most four writes; one transaction for a whole batch left 64–67 %),
+	// and fewer (78 % measured) while other long transactions on the
+	// server hold back pruning.
 	// Defaults to false.
 	BatchFinishes bool
+
+	// Unbatched turns group commit off: every claim and every outcome is
+	// its own statement and transaction, as it was by default before
+	// 2026-12-04. Concurrent commits then share only what PostgreSQL
+	// shares between them (one WAL flush for the commits waiting on it);
+	// at 16 and 64 callers behind net/http that measured 0.83–0.94× the
+	// closest peer against 1.13–1.60× with the default group commit
+	// (docs/performance.md). Batch must then be zero and BatchFinishes
+	// false. Defaults to false.
+	Unbatched bool
 
 	// ReplicatedClaims makes every claim durable on the synchronous
 	// standbys before it is reported: the claim's transaction runs with
@@ -162,6 +176,16 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ReplicatedClaimTimeout == 0 {
 		c.ReplicatedClaimTimeout = DefaultReplicatedClaimTimeout
+	}
+	switch {
+	case c.Unbatched && (c.Batch != Batch{} || c.BatchFinishes):
+		return c, errors.New("pgstore: Config.Unbatched turns group commit off; it takes no Batch settings and no BatchFinishes")
+	case c.Unbatched:
+		return c, nil
+	case !c.Batch.On() && c.Batch.Window == 0:
+		// The default: the eager group commit, outcomes included.
+		c.Batch.Eager = true
+		c.BatchFinishes = true
 	}
 	var err error
 	c.Batch, err = commitqueue.Defaults("pgstore", c.Batch)

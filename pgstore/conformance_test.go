@@ -15,17 +15,27 @@ import (
 	"github.com/idemkit/idem/storetest"
 )
 
+// TestConformance runs the suite on the zero Config: the eager group
+// commit of claims and outcomes.
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	runConformance(t, pgstore.Config{}, false)
 }
 
-// TestConformanceInsertFirst runs the suite with the claim-path chooser
-// pinned to its first-time mode (a plain INSERT whose record is built, not
-// read back), which the default mode only reaches after a run of new keys.
+// TestConformanceUnbatched runs the suite with group commit off: every
+// write its own statement and transaction.
+func TestConformanceUnbatched(t *testing.T) {
+	t.Parallel()
+	runConformance(t, pgstore.Config{Unbatched: true}, false)
+}
+
+// TestConformanceInsertFirst runs the suite unbatched with the claim-path
+// chooser pinned to its first-time mode (a plain INSERT whose record is
+// built, not read back), which the default mode only reaches after a run
+// of new keys.
 func TestConformanceInsertFirst(t *testing.T) {
 	t.Parallel()
-	runConformance(t, pgstore.Config{}, true)
+	runConformance(t, pgstore.Config{Unbatched: true}, true)
 }
 
 // TestConformanceBatched runs the suite with group commit on: batching
@@ -77,7 +87,7 @@ func runConformance(t *testing.T, cfg pgstore.Config, insertFirst bool) {
 				t.Fatal(err)
 			}
 			t.Cleanup(pool.Close)
-			peer, err := pgstore.New(context.Background(), pool, pgstore.Config{Schema: schema.(string), Batch: cfg.Batch, BatchFinishes: cfg.BatchFinishes})
+			peer, err := pgstore.New(context.Background(), pool, pgstore.Config{Schema: schema.(string), Batch: cfg.Batch, BatchFinishes: cfg.BatchFinishes, Unbatched: cfg.Unbatched})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -135,3 +135,9 @@ func (s *Store) OrphanBatches() int64 {
 	}
 	return s.batch.led.orphans.Load()
 }
+
+// GroupCommit reports s's group commit as configured: the batch settings,
+// whether outcomes are batched, and whether it is on at all.
+func (s *Store) GroupCommit() (b Batch, finishes, on bool) {
+	return s.cfg.Batch, s.cfg.BatchFinishes, s.batch != nil
+}

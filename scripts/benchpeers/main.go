@@ -221,11 +221,18 @@ func pgSides(ctx context.Context) ([]*side, error) {
 	if err := idemSide("idem", pgstore.Config{}, idem.Config{}); err != nil {
 		return out, err
 	}
+	// Group commit of claims only.
 	if err := idemSide("idem-eager", pgstore.Config{Batch: pgstore.Batch{Eager: true}}, idem.Config{}); err != nil {
 		return out, err
 	}
-	// Group commit of claims and outcomes alike.
+	// Group commit of claims and outcomes alike: the library's default
+	// (the "idem" side) spelt out, as the idem CLI configures it.
 	if err := idemSide("idem-eagerfin", pgstore.Config{Batch: pgstore.Batch{Eager: true}, BatchFinishes: true}, idem.Config{}); err != nil {
+		return out, err
+	}
+	// No group commit: every write its own transaction (the library's
+	// default before 2026-12-04).
+	if err := idemSide("idem-unbatched", pgstore.Config{Unbatched: true}, idem.Config{}); err != nil {
 		return out, err
 	}
 	// The library's defaults but the replay cache (on by default): every

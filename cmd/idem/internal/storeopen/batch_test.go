@@ -100,8 +100,14 @@ func TestPostgresBatchDefault(t *testing.T) {
 			t.Errorf("%s: pgx DSN %q, batch %+v, %v; want eager %v", in, dsn, cfg.Batch, err, eager)
 		}
 	}
-	if _, cfg, _ := parsePostgres("postgres://u@h/db?batch=0"); cfg.Batch.On() || cfg.BatchFinishes {
-		t.Errorf("batch=0: group commit on (%+v, finishes %v)", cfg.Batch, cfg.BatchFinishes)
+	// pgstore's zero Batch is its default group commit: off is Unbatched.
+	if _, cfg, _ := parsePostgres("postgres://u@h/db?batch=0"); cfg.Batch.On() || cfg.BatchFinishes || !cfg.Unbatched {
+		t.Errorf("batch=0: group commit on (%+v, finishes %v, unbatched %v)", cfg.Batch, cfg.BatchFinishes, cfg.Unbatched)
+	}
+	for _, in := range []string{"postgres://u@h/db", "postgres://u@h/db?batch=eager", "postgres://u@h/db?batch=2ms"} {
+		if _, cfg, _ := parsePostgres(in); cfg.Unbatched {
+			t.Errorf("%s: Unbatched set", in)
+		}
 	}
 	// Outcomes join the group commit by default.
 	if _, cfg, _ := parsePostgres("postgres://u@h/db"); !cfg.BatchFinishes {
