@@ -2,15 +2,9 @@ package pgstore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-
-	"github.com/idemkit/idem/internal/testenv"
 )
 
 // TestFinishKnownProbesThePrimaryKey: the generic plan of the finish a
@@ -24,45 +18,18 @@ import (
 // of them under a fixed clock, 4–8 ms a finish at 8,500 records.
 func TestFinishKnownProbesThePrimaryKey(t *testing.T) {
 	t.Parallel()
-	dsn := testenv.Postgres.Need(t)
 	ctx := context.Background()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "idem_finishplan_" + hex.EncodeToString(b[:])
-	s, err := Open(ctx, dsn, Config{Schema: schema, Migrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	defer conn.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-
+	s, conn := planStore(t, "idem_finishplan_")
 	if _, err := conn.Prepare(ctx, "idem_finish_known", s.ops.sql.finishKnown); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
 		t.Fatal(err)
 	}
-	explain := func() string {
-		t.Helper()
-		rows, err := conn.Query(ctx, `EXPLAIN EXECUTE idem_finish_known('tenant-1', 'k1', 1, '\x0261', 's', 'ok',
-			now(), now(), '\x00', NULL, '', now(), now(), 'idem_channel', 'token')`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.Join(lines, "\n")
-	}
 	check := func(when string) {
 		t.Helper()
-		plan := explain()
+		plan := explain(t, conn, `EXPLAIN EXECUTE idem_finish_known('tenant-1', 'k1', 1, '\x0261', 's', 'ok',
+			now(), now(), '\x00', NULL, '', now(), now(), 'idem_channel', 'token')`)
 		pkey := strings.Trim(s.names.replacer.Replace("{{pkey}}"), `"`)
 		if !strings.Contains(plan, "using "+pkey) || strings.Contains(plan, "created_idx") {
 			t.Errorf("%s: the finish's generic plan does not probe the primary key %s:\n%s", when, pkey, plan)
