@@ -150,7 +150,11 @@
 // rows by ctid, which they do not have); statements that fail with a
 // serialization error outside a caller's transaction are retried by Claim.
 // Set Config.DisableNotify there (neither implements LISTEN/NOTIFY; in the
-// idem CLI, add notify=false to the postgres:// DSN). The
+// idem CLI, add notify=false to the postgres:// DSN), and consider
+// Config.Unbatched (batch=0): the default group commit sends several
+// statements and one Sync in a pipeline and counts on the server
+// committing them as one implicit transaction at the Sync, or none of
+// them when one fails. The
 // migrations use pg_advisory_xact_lock, pg_namespace, a partial index and
 // COLLATE "C", which may need adapting. None of this has been tested against
 // either system: only PostgreSQL 15 is tested here.
