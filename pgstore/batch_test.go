@@ -184,7 +184,10 @@ func TestBatchFinishesOptIn(t *testing.T) {
 	}
 }
 
-const crashEnv = "IDEM_PGSTORE_CRASH_SCHEMA"
+const (
+	crashEnv     = "IDEM_PGSTORE_CRASH_SCHEMA"
+	crashModeEnv = "IDEM_PGSTORE_CRASH_MODE" // "window", or the default group commit
+)
 
 // TestBatchCrashChild is the child half of TestBatchCrash: it claims keys
 // from 32 goroutines with group commit on and prints each key as soon as
@@ -194,8 +197,11 @@ func TestBatchCrashChild(t *testing.T) {
 	if schema == "" {
 		t.Skip("child of TestBatchCrash only")
 	}
-	s, err := pgstore.Open(context.Background(), testenv.Postgres.Need(t),
-		pgstore.Config{Schema: schema, Batch: pgstore.Batch{Window: 2 * time.Millisecond, MaxSize: 16}})
+	cfg := pgstore.Config{Schema: schema} // the default: eager, callers write the batches
+	if os.Getenv(crashModeEnv) == "window" {
+		cfg.Batch = pgstore.Batch{Window: 2 * time.Millisecond, MaxSize: 16}
+	}
+	s, err := pgstore.Open(context.Background(), testenv.Postgres.Need(t), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,15 +227,26 @@ func TestBatchCrashChild(t *testing.T) {
 
 // TestBatchCrash kills a process that claims with group commit on, in the
 // middle of its batches: every claim it acknowledged is in the table, and
-// every row there is a complete claim (nothing half-written).
+// every row there is a complete claim (nothing half-written). With a
+// window, and with the default eager group commit, whose batches the
+// claiming callers write themselves.
 func TestBatchCrash(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a subprocess")
 	}
+	for _, mode := range []string{"window", "default"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			batchCrash(t, mode)
+		})
+	}
+}
+
+func batchCrash(t *testing.T, mode string) {
 	s := newStore(t, pgstore.Config{})
 	cmd := exec.Command(os.Args[0], "-test.run=^TestBatchCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashEnv+"="+s.Schema())
+	cmd.Env = append(os.Environ(), crashEnv+"="+s.Schema(), crashModeEnv+"="+mode)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -347,13 +347,15 @@ func TestFailoverAsynchronousStandby(t *testing.T) {
 func TestFailoverSynchronousStandby(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name  string
-		batch pgstore.Batch
-	}{{"one statement a claim", pgstore.Batch{}}, {"group commit", pgstore.Batch{Eager: true}}} {
+		name string
+		cfg  pgstore.Config
+	}{{"one statement a claim", pgstore.Config{Unbatched: true}}, {"group commit", pgstore.Config{}}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			p := startPair(t, true, "synchronous_commit=local")
-			s := p.openStore(t, pgstore.Config{ReplicatedClaims: "on", ReplicatedClaimTimeout: 250 * time.Millisecond, Batch: tc.batch})
+			cfg := tc.cfg
+			cfg.ReplicatedClaims, cfg.ReplicatedClaimTimeout = "on", 250*time.Millisecond
+			s := p.openStore(t, cfg)
 			counted := &claimCounter{Store: s}
 			var ev events
 			eng, err := newEngine(t, counted, idem.Config{Observer: &ev})
@@ -396,19 +398,20 @@ func TestFailoverSynchronousStandby(t *testing.T) {
 func TestOwnRowWaitsForStandby(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name  string
-		batch pgstore.Batch
-	}{{"one statement a claim", pgstore.Batch{}}, {"group commit", pgstore.Batch{Window: time.Millisecond}}} {
+		name string
+		cfg  pgstore.Config
+	}{{"one statement a claim", pgstore.Config{Unbatched: true}}, {"group commit", pgstore.Config{Batch: pgstore.Batch{Window: time.Millisecond}}}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ownRowWaits(t, tc.batch)
+			ownRowWaits(t, tc.cfg)
 		})
 	}
 }
 
-func ownRowWaits(t *testing.T, batch pgstore.Batch) {
+func ownRowWaits(t *testing.T, cfg pgstore.Config) {
 	p := startPair(t, true, "synchronous_commit=local")
-	s := p.openStore(t, pgstore.Config{ReplicatedClaims: "on", ReplicatedClaimTimeout: time.Minute, Batch: batch})
+	cfg.ReplicatedClaims, cfg.ReplicatedClaimTimeout = "on", time.Minute
+	s := p.openStore(t, cfg)
 	eng, err := newEngine(t, s, idem.Config{})
 	if err != nil {
 		t.Fatal(err)

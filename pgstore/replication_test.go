@@ -195,7 +195,8 @@ func TestReplicatedClaimFailsClosed(t *testing.T) {
 
 // stallFixture is a pair with a synchronous standby (the server at
 // synchronous_commit=local) and stores on it: plain (no replicated
-// claims), repl (on) and batched (remote_apply, group commit), with
+// claims), repl (on, one statement a claim) and batched (remote_apply,
+// group commit), with
 // records to take over (expired) and re-drive (unknown), made and
 // replicated before the test stalls the link.
 type stallFixture struct {
@@ -210,7 +211,7 @@ func newStallFixture(t *testing.T, timeout time.Duration) *stallFixture {
 	t.Helper()
 	f := &stallFixture{p: startPair(t, true, "synchronous_commit=local"), timeout: timeout}
 	f.plain = f.p.openStore(t, pgstore.Config{})
-	f.repl = f.p.openStore(t, pgstore.Config{Schema: "public", ReplicatedClaims: "on", ReplicatedClaimTimeout: timeout})
+	f.repl = f.p.openStore(t, pgstore.Config{Schema: "public", ReplicatedClaims: "on", ReplicatedClaimTimeout: timeout, Unbatched: true})
 	f.batched = f.p.openStore(t, pgstore.Config{Schema: "public", ReplicatedClaims: "remote_apply", ReplicatedClaimTimeout: timeout,
 		Batch: pgstore.Batch{Window: 2 * time.Millisecond}})
 	// Before the stall, a replicated claim is confirmed.
