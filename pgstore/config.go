@@ -182,7 +182,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("pgstore: Config.Unbatched turns group commit off; it takes no Batch settings and no BatchFinishes")
 	case c.Unbatched:
 		return c, nil
-	case !c.Batch.On() && c.Batch.Window == 0:
+	case c.Batch.Window == 0 && !c.Batch.Eager:
 		// The default: the eager group commit, outcomes included.
 		c.Batch.Eager = true
 		c.BatchFinishes = true
