@@ -48,6 +48,7 @@ type rig struct {
 	engine   *idem.Engine
 	logs     *syncBuf
 	mismatch atomic.Int32
+	replays  atomic.Int32
 }
 
 func newRig(t *testing.T) *rig {
@@ -82,8 +83,14 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	obs := idem.ObserverFunc(func(_ context.Context, ev idem.Event) {
-		if ev.Kind == idem.EventOutcome && ev.Outcome == idem.OutcomeMismatch {
+		if ev.Kind != idem.EventOutcome {
+			return
+		}
+		switch ev.Outcome {
+		case idem.OutcomeMismatch:
 			r.mismatch.Add(1)
+		case idem.OutcomeReplay:
+			r.replays.Add(1)
 		}
 	})
 	if r.engine, err = idem.New(r.store, idem.Config{Observer: obs}); err != nil {
@@ -323,8 +330,15 @@ func TestConcurrentDuplicateRunsOnce(t *testing.T) {
 	}), 2)
 	r.publish(t, "dup-1", `{}`)
 	r.publish(t, "dup-1", `{}`)
-	eventually(t, "queue empty", func() bool { return r.count(t, r.queue) == 0 })
-	if runs.Load() != 1 {
-		t.Fatalf("effect ran %d times", runs.Load())
+	// An empty queue alone proves nothing: a passive declare counts ready
+	// messages, and both copies can be in the workers' hands before either
+	// handler starts. Wait for the one copy's outcome recorded and the other
+	// copy answered as its replay.
+	eventually(t, "one copy recorded, the other replayed, queue empty", func() bool {
+		rec, err := r.store.Get(context.Background(), r.queue, "dup-1")
+		return err == nil && rec.State == idem.StateSucceeded && r.replays.Load() >= 1 && r.count(t, r.queue) == 0
+	})
+	if runs.Load() != 1 || r.replays.Load() != 1 {
+		t.Fatalf("effect ran %d times, %d replays; want 1, 1", runs.Load(), r.replays.Load())
 	}
 }
