@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ import (
 )
 
 // Benchmarks compare the store with the raw client doing the minimal
-// equivalent commands, at 16 concurrent callers:
+// equivalent commands, at 16 concurrent callers (IDEM_BENCH_PAR=N for N):
 //   - first: idem Claim (one script) + Finish (one script) vs raw SET NX + HSET;
 //   - replay: idem Claim on a finished key vs raw GET.
 // TestBenchRatio (IDEM_BENCH=1) runs both in the same process and logs the ratios.
@@ -25,7 +26,11 @@ const benchParallel = 16
 var benchSeq atomic.Int64
 
 func setParallel(b *testing.B) {
-	b.SetParallelism(max(1, benchParallel/runtime.GOMAXPROCS(0)))
+	par := benchParallel
+	if v, err := strconv.Atoi(os.Getenv("IDEM_BENCH_PAR")); err == nil {
+		par = v
+	}
+	b.SetParallelism(max(1, par/runtime.GOMAXPROCS(0)))
 }
 
 func benchFirstIdem(b *testing.B, s *Store) {
@@ -108,7 +113,14 @@ func benchStore(b testing.TB) (*Store, redis.UniversalClient) {
 	return newStoreOn(b, c, Config{}), c
 }
 
-func BenchmarkFirstIdem(b *testing.B)  { s, _ := benchStore(b); benchFirstIdem(b, s) }
+func BenchmarkFirstIdem(b *testing.B) { s, _ := benchStore(b); benchFirstIdem(b, s) }
+
+// BenchmarkFirstIdemUnpipelined is BenchmarkFirstIdem with every command
+// sent alone (Config.Unpipelined).
+func BenchmarkFirstIdemUnpipelined(b *testing.B) {
+	benchFirstIdem(b, newStoreOn(b, standaloneClient(b), Config{Unpipelined: true}))
+}
+
 func BenchmarkFirstRaw(b *testing.B)   { s, c := benchStore(b); benchFirstRaw(b, c, s.prefix) }
 func BenchmarkReplayIdem(b *testing.B) { s, _ := benchStore(b); benchReplayIdem(b, s) }
 func BenchmarkReplayRaw(b *testing.B)  { s, c := benchStore(b); benchReplayRaw(b, c, s.prefix) }

@@ -240,7 +240,7 @@ type rawDoer interface {
 // GET.
 func (s *Store) claimOn(ctx context.Context, c claimConn, rec string, p *idem.ClaimParams) (int64, *idem.Record, error) {
 	if s.setNXGet {
-		v, found, err := setNXGet(ctx, c, rec, p)
+		v, found, err := s.claimSetNXGet(ctx, c, rec, p)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -388,7 +388,7 @@ func (s *Store) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, 
 	}
 	fc := s.newFinishCall(&p)
 	if rd, ok := s.client.(rawDoer); ok {
-		if v, claim, done, err := fc.runRaw(ctx, rd); done {
+		if v, claim, done, err := fc.runRaw(ctx, s, rd); done {
 			if err != nil {
 				return nil, storeErr("finish", s.noteErr(err))
 			}
@@ -574,8 +574,8 @@ func (s *Store) finishArgs(p *idem.FinishParams, b []byte) (exp, val, pxat []byt
 // Running the finish script twice is harmless: a repeated outcome answers the
 // stored value. A transport error is returned as it is (go-redis already
 // retried).
-func (fc *finishCall) runRaw(ctx context.Context, rd rawDoer) (v string, claim, done bool, err error) {
-	raw, err := rd.DoRaw(ctx, fc.args[:]...).Bytes()
+func (fc *finishCall) runRaw(ctx context.Context, s *Store, rd rawDoer) (v string, claim, done bool, err error) {
+	raw, err := s.doRaw(ctx, rd, fc.args[:])
 	if err != nil {
 		return "", false, true, err
 	}
@@ -723,12 +723,12 @@ func (s *Store) pexpireAt(t time.Time) string {
 // means the SET did not run; it is then sent again through Do, whose
 // handling follows redirects, retires bad connections and returns the
 // error. A transport error is returned as it is (go-redis already retried).
-func setNXGet(ctx context.Context, c claimConn, rec string, p *idem.ClaimParams) (string, bool, error) {
+func (s *Store) claimSetNXGet(ctx context.Context, c claimConn, rec string, p *idem.ClaimParams) (string, bool, error) {
 	sc := &setNXGetCall{rec: rec}
 	sc.val = appendNewClaimValue(sc.buf[:0], p)
 	if rd, ok := c.(rawDoer); ok {
 		sc.args = [5]interface{}{"set", &sc.rec, &sc.val, "nx", "get"}
-		raw, err := rd.DoRaw(ctx, sc.args[:]...).Bytes()
+		raw, err := s.doRaw(ctx, rd, sc.args[:])
 		if err != nil {
 			return "", false, err
 		}
@@ -819,4 +819,41 @@ func utcMicro(t time.Time) time.Time {
 		return time.Time{}
 	}
 	return t.Truncate(time.Microsecond).UTC()
+}
+
+// doRaw sends args as one command on rd and returns its raw reply. When
+// rd is the store's client and the store pipelines (unless
+// Config.Unpipelined),
+// the command goes alone if no other is going alone (nothing else is
+// waiting for a connection's answer through the store, most likely: it
+// would gain nothing from a pipeline and pay the hand-off to the
+// pipeliner's goroutine), and otherwise rides the AutoPipeliner: queued,
+// written with the others queued while a batch is on the wire, and
+// answered when its batch's replies are read. A caller whose context ends
+// stops waiting. An AutoPipeliner closed by another of the client's users
+// (redis.ErrClosed) leaves the command to go alone.
+func (s *Store) doRaw(ctx context.Context, rd rawDoer, args []interface{}) ([]byte, error) {
+	if s == nil || s.ap == nil || !s.onClient(rd) {
+		return rd.DoRaw(ctx, args...).Bytes()
+	}
+	if s.lone.CompareAndSwap(false, true) {
+		defer s.lone.Store(false)
+		return rd.DoRaw(ctx, args...).Bytes()
+	}
+	cmd := redis.NewRawCmd(ctx, args...)
+	err := s.ap.Submit(ctx, cmd).WaitContext(ctx)
+	if errors.Is(err, redis.ErrClosed) {
+		return rd.DoRaw(ctx, args...).Bytes()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return cmd.Bytes()
+}
+
+// onClient reports whether rd is the store's client (not a pinned
+// connection).
+func (s *Store) onClient(rd rawDoer) bool {
+	c, ok := rd.(*redis.Client)
+	return ok && redis.UniversalClient(c) == s.client
 }

@@ -85,6 +85,23 @@ type Config struct {
 
 	// PubSub selects the notification mechanism. Defaults to PubSubAuto.
 	PubSub PubSubMode
+
+	// Unpipelined sends every claim and outcome as a command of its own,
+	// on a connection of the client's pool. By default, on a *redis.Client
+	// (standalone or Sentinel) without Wait, the claim's SET NX GET and
+	// the finish's EVALSHA of concurrent callers share pipelines:
+	// go-redis's AutoPipeliner (the client's asynchronous one, shared with
+	// its other users and closed with the client; go-redis marks its API
+	// experimental) writes the commands queued while a batch is on the
+	// wire as the next batch, on connections of the client's pipeline
+	// pool. One command at a time goes alone, as with Unpipelined, so a
+	// lone caller waits for nobody. Each command decides as it would
+	// alone: pipelining changes how commands travel, not what they do. A
+	// caller whose context ends stops waiting; its command may still run,
+	// as a command alone may after its reply was given up on. A Cluster
+	// client, and claims under Wait (which run on a pinned connection
+	// followed by WAIT), always send commands alone.
+	Unpipelined bool
 }
 
 // AllReplicas, as [WaitConfig].Replicas, makes each claim wait for every
@@ -169,6 +186,13 @@ type Store struct {
 	// replicas holds, per primary, the online replicas its last ROLE
 	// listed (node address → *atomic.Int64), for AllReplicas.
 	replicas sync.Map
+
+	// ap, unless Config.Unpipelined (or the client is not a
+	// *redis.Client, or Wait is set), carries the claim's SET NX GET and
+	// the finish's EVALSHA of concurrent callers in shared pipelines;
+	// lone is held by the one command going alone (see doRaw).
+	ap   *redis.AutoPipeliner
+	lone atomic.Bool
 }
 
 var (
@@ -202,6 +226,13 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	s.pubArg = s.pubCmd
 	s.finish = redis.NewScript(finishLua(s.pubCmd))
 	s.finishSHA = s.finish.Hash()
+	if c, ok := client.(*redis.Client); ok && s.wait == nil && !cfg.Unpipelined {
+		ap, err := c.AsyncAutoPipeline()
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: the client's AutoPipeliner (set Config.Unpipelined to send commands alone): %w", err)
+		}
+		s.ap = ap
+	}
 	s.hub = newHub(s, cfg.PollFallback)
 	return s, nil
 }

@@ -23,6 +23,18 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// TestConformanceUnpipelined runs the suite with every command sent alone
+// (Config.Unpipelined), as before pipelining was the default.
+func TestConformanceUnpipelined(t *testing.T) {
+	c := standaloneClient(t)
+	storetest.Run(t, storetest.Harness{
+		NewStore: func(t *testing.T) idem.Store { return newStoreOn(t, c, Config{Unpipelined: true}) },
+		NewPeer: func(t *testing.T, st idem.Store) idem.Store {
+			return newStoreOn(t, standaloneClient(t), Config{Prefix: st.(*Store).prefix, Unpipelined: true})
+		},
+	})
+}
+
 // TestConformanceScriptClaim runs the suite with the claim script alone,
 // as on a server without SET NX GET (before Redis 7.0).
 func TestConformanceScriptClaim(t *testing.T) {

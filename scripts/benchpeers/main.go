@@ -289,12 +289,12 @@ func redisSides(ctx context.Context) ([]*side, error) {
 	}
 	opt.PoolSize = *poolSize
 	var out []*side
-	for _, name := range []string{"idem", "idem-nocache"} {
+	for _, name := range []string{"idem", "idem-nocache", "idem-unpipelined"} {
 		s := &side{name: name, store: "redis"}
 		out = append(out, s)
 		cl := redis.NewClient(opt)
 		s.closers = append(s.closers, func() { _ = cl.Close() })
-		st, err := redisstore.New(cl, redisstore.Config{Prefix: "peerbench:" + runID + ":" + name + ":"})
+		st, err := redisstore.New(cl, redisstore.Config{Prefix: "peerbench:" + runID + ":" + name + ":", Unpipelined: name == "idem-unpipelined"})
 		if err != nil {
 			return out, err
 		}

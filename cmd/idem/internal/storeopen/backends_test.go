@@ -100,6 +100,16 @@ func TestRedisOptions(t *testing.T) {
 	if _, err := Parse("redis+cluster://a:1,,b:2"); err == nil {
 		t.Fatal("empty cluster host accepted")
 	}
+	// pipeline=off is redisstore.Config.Unpipelined; on, or absent, the
+	// default (pipelined); anything else an error.
+	for in, want := range map[string]bool{"redis://h/0": false, "redis://h/0?pipeline=on": false, "redis://h/0?pipeline=off": true} {
+		if o, ok := parseRedis(t, in); ok && o.cfg.Unpipelined != want {
+			t.Errorf("%s: Unpipelined = %v, want %v", in, o.cfg.Unpipelined, want)
+		}
+	}
+	if _, err := Parse("redis://h/0?pipeline=0"); err == nil || !strings.Contains(err.Error(), "pipeline") {
+		t.Fatalf("pipeline=0: %v, want an error naming pipeline", err)
+	}
 	d, _ = Parse("redis://127.0.0.1:6379/0?pool_size=many")
 	if _, err := redisOptions(d); err == nil {
 		t.Fatal("a pool_size that is not a number was accepted")

@@ -66,7 +66,7 @@ import (
 // claim fails. See redisstore.WaitConfig.
 
 // redisKeys are the query parameters idem reads from a Redis DSN.
-var redisKeys = []string{"prefix", "wait_replicas", "min_replicas", "wait_aof_local", "wait_aof_replicas", "wait_timeout",
+var redisKeys = []string{"prefix", "pipeline", "wait_replicas", "min_replicas", "wait_aof_local", "wait_aof_replicas", "wait_timeout",
 	"cluster_refresh", "master", "sentinel_username", "sentinel_password"}
 
 // defaultClusterRefresh is cluster_refresh's default.
@@ -109,6 +109,13 @@ func redisOptions(d DSN) (redisOpts, error) {
 		return redisOpts{}, err
 	}
 	cfg := redisstore.Config{Prefix: q.Get("prefix")}
+	switch v := q.Get("pipeline"); v {
+	case "", "on":
+	case "off":
+		cfg.Unpipelined = true
+	default:
+		return redisOpts{}, fmt.Errorf("pipeline=%q: want on (the default: concurrent claims and outcomes share pipelines) or off", v)
+	}
 	if cfg.Wait, err = parseWait(q); err != nil {
 		return redisOpts{}, err
 	}

@@ -24,7 +24,8 @@
 // YugabyteDB). idem removes its own parameters before pgx sees the URL.
 //
 // redis://, rediss://, redis+cluster://host:port,host:port and
-// redis+sentinel://host:port,…?master=NAME take prefix=NAME and, to make
+// redis+sentinel://host:port,…?master=NAME take prefix=NAME, pipeline=off
+// (redisstore.Config.Unpipelined: each claim and outcome sent alone) and, to make
 // each claim durable on the replicas before its effect runs,
 // wait_replicas=all (or a count), min_replicas=N, wait_aof_local=1,
 // wait_aof_replicas=N and wait_timeout=DURATION; redis+cluster:// takes

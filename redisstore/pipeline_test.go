@@ -1,0 +1,237 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testenv"
+)
+
+// pipeCounter is a go-redis hook that counts the claims (SET) and finishes
+// (EVALSHA) that travel in pipelines, and the largest such pipeline.
+type pipeCounter struct {
+	cmds, batches, largest atomic.Int64
+}
+
+func (h *pipeCounter) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *pipeCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *pipeCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var n int64
+		for _, c := range cmds {
+			if name := strings.ToLower(c.Name()); name == "set" || name == "evalsha" {
+				n++
+			}
+		}
+		if n > 0 {
+			h.cmds.Add(n)
+			h.batches.Add(1)
+			for {
+				l := h.largest.Load()
+				if n <= l || h.largest.CompareAndSwap(l, n) {
+					break
+				}
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// countedClient is a client of its own (an AutoPipeliner is shared by all
+// of a client's users) with a pipeCounter, dialling addr ("" for the
+// test Redis).
+func countedClient(t *testing.T, addr string, readTimeout time.Duration) (*redis.Client, *pipeCounter) {
+	t.Helper()
+	u := testenv.Redis.Need(t)
+	opt, err := redis.ParseURL(u)
+	if err != nil {
+		t.Fatalf("parse %s: %v", u, err)
+	}
+	if addr != "" {
+		opt.Addr = addr
+	}
+	opt.PoolSize = 32
+	if readTimeout != 0 {
+		opt.ReadTimeout = readTimeout
+	}
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { c.Close() })
+	h := &pipeCounter{}
+	c.AddHook(h)
+	return c, h
+}
+
+// firstTime claims and finishes a new key, as a first-time request does.
+func firstTime(ctx context.Context, s *Store, key string) error {
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	p := idem.ClaimParams{Scope: "pipe", Key: key, AttemptID: "a-" + key, Now: now, LeaseUntil: now.Add(time.Minute)}
+	res, err := s.Claim(ctx, p)
+	if err != nil {
+		return err
+	}
+	if !res.Claimed {
+		return fmt.Errorf("key %s: not claimed", key)
+	}
+	_, err = s.Finish(ctx, idem.FinishParams{Scope: "pipe", Key: key, Fence: res.Record.Fence, AttemptID: p.AttemptID,
+		State: idem.StateSucceeded, Result: []byte("ok-" + key), CompletedAt: now, ExpiresAt: now.Add(time.Hour)})
+	return err
+}
+
+// crowd runs callers goroutines, each making each first-time requests on
+// keys of its own (named after name), and checks every record is the succeeded outcome its
+// request wrote.
+func crowd(t *testing.T, s *Store, name string, callers, each int) {
+	t.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for g := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if err := firstTime(ctx, s, fmt.Sprintf("%s-%d-%d", name, g, i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for g := range callers {
+		for i := range each {
+			k := fmt.Sprintf("%s-%d-%d", name, g, i)
+			r, err := s.Get(ctx, "pipe", k)
+			if err != nil || r.State != idem.StateSucceeded || string(r.Result) != "ok-"+k {
+				t.Fatalf("record %s: %+v, %v", k, r, err)
+			}
+		}
+	}
+}
+
+// TestConcurrentCommandsSharePipelines: with the zero Config, concurrent
+// callers' claims and finishes travel together in pipelines (what makes a
+// first-time request at 64 callers 1.5–1.7× idemlease's instead of
+// 0.9–1.1×: docs/performance.md), and every request still gets its own
+// answer; with Unpipelined none does.
+func TestConcurrentCommandsSharePipelines(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want bool
+	}{{"default", Config{}, true}, {"unpipelined", Config{Unpipelined: true}, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, h := countedClient(t, "", 0)
+			s := newStoreOn(t, c, tc.cfg)
+			crowd(t, s, "c", 32, 40)
+			const total = 32 * 40 * 2
+			t.Logf("%d of %d claims and finishes pipelined, in %d pipelines, the largest %d", h.cmds.Load(), total, h.batches.Load(), h.largest.Load())
+			if !tc.want {
+				if h.cmds.Load() != 0 {
+					t.Fatalf("%d commands pipelined with Unpipelined", h.cmds.Load())
+				}
+				return
+			}
+			// Half of the commands is far below what 32 callers make
+			// (nearly all but the one going alone), far above chance.
+			if h.cmds.Load() < total/2 || h.largest.Load() < 2 {
+				t.Fatalf("%d of %d commands pipelined, largest pipeline %d: concurrent callers do not share pipelines", h.cmds.Load(), total, h.largest.Load())
+			}
+		})
+	}
+}
+
+// TestLoneCallerGoesAlone: one caller at a time never waits on the
+// pipeliner: each of its commands goes alone, as without pipelining.
+func TestLoneCallerGoesAlone(t *testing.T) {
+	c, h := countedClient(t, "", 0)
+	s := newStoreOn(t, c, Config{})
+	crowd(t, s, "lone", 1, 50)
+	// The pipeliner sends a batch of one as a command, which the pipeline
+	// hook does not see, on a connection of the client's pipeline pool.
+	if st := c.PoolStats().PipelineStats; h.cmds.Load() != 0 || (st != nil && st.Hits+st.Misses != 0) {
+		t.Fatalf("a lone caller's commands went through the pipeliner: %d pipelined, pipeline pool %+v", h.cmds.Load(), st)
+	}
+}
+
+// TestPipelinedCallerStopsWaitingAtItsDeadline: with the link to Redis
+// stalled (a relay the test controls), callers whose commands wait in the
+// pipeliner return at their context's deadline, not at the client's read
+// timeout; once the link resumes the store works on.
+func TestPipelinedCallerStopsWaitingAtItsDeadline(t *testing.T) {
+	u := testenv.Redis.Need(t)
+	opt, err := redis.ParseURL(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay := testenv.StartRelay(t, opt.Addr)
+	c, h := countedClient(t, relay.Addr(), 20*time.Second)
+	s := newStoreOn(t, c, Config{})
+	crowd(t, s, "before", 4, 5) // connections dialled through the relay
+	relay.Stall()
+	const callers = 8
+	type result struct {
+		err     error
+		elapsed time.Duration
+	}
+	results := make(chan result, callers)
+	for g := range callers {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			err := firstTime(ctx, s, fmt.Sprintf("stalled-%d", g))
+			results <- result{err, time.Since(start)}
+		}()
+	}
+	// Every caller but the one going alone (whose command waits on the
+	// socket, under the client's 20 s read timeout) must be back well
+	// before that.
+	var back int
+	deadline := time.After(5 * time.Second)
+	for back < callers-1 {
+		select {
+		case r := <-results:
+			back++
+			if !errors.Is(r.err, context.DeadlineExceeded) {
+				t.Errorf("a caller on a stalled link got %v after %s; want its context's deadline", r.err, r.elapsed)
+			}
+		case <-deadline:
+			t.Fatalf("%d of %d callers back 5 s after their 300 ms deadlines (pipelined so far: %d commands)", back, callers, h.cmds.Load())
+		}
+	}
+	relay.Resume()
+	crowd(t, s, "after", 8, 5)
+}
+
+// TestPipelinerClosedByAnotherUser: the AutoPipeliner is the client's,
+// shared with its other users; closed by one of them, the store's
+// commands go alone.
+func TestPipelinerClosedByAnotherUser(t *testing.T) {
+	c, _ := countedClient(t, "", 0)
+	s := newStoreOn(t, c, Config{})
+	ap, err := c.AsyncAutoPipeline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ap != s.ap {
+		t.Fatal("the store does not use the client's AutoPipeliner")
+	}
+	if err := ap.Close(); err != nil {
+		t.Fatal(err)
+	}
+	crowd(t, s, "c", 16, 10)
+}
