@@ -8,6 +8,9 @@ import (
 	"github.com/idemkit/idem/storetest"
 )
 
+// TestConformance runs the suite on a standalone client, whose concurrent
+// claims and finishes share pipelines (the default), and on a Cluster
+// client, whose commands go alone as with Config.Unpipelined.
 func TestConformance(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
@@ -21,18 +24,6 @@ func TestConformance(t *testing.T) {
 			})
 		})
 	}
-}
-
-// TestConformanceUnpipelined runs the suite with every command sent alone
-// (Config.Unpipelined), as before pipelining was the default.
-func TestConformanceUnpipelined(t *testing.T) {
-	c := standaloneClient(t)
-	storetest.Run(t, storetest.Harness{
-		NewStore: func(t *testing.T) idem.Store { return newStoreOn(t, c, Config{Unpipelined: true}) },
-		NewPeer: func(t *testing.T, st idem.Store) idem.Store {
-			return newStoreOn(t, standaloneClient(t), Config{Prefix: st.(*Store).prefix, Unpipelined: true})
-		},
-	})
 }
 
 // TestConformanceScriptClaim runs the suite with the claim script alone,
