@@ -566,7 +566,7 @@ func TestFinishComparesClaimOnce(t *testing.T) {
 			fp := finishP(claim, idem.StateFailed, "boom", t0.Add(time.Minute))
 			fp.Claim = claim
 			fc := s.newFinishCall(&fp)
-			_, fast, done, err := fc.runRaw(ctx, nil, rd)
+			_, fast, done, err := fc.runRaw(ctx, s, rd)
 			if err != nil || !done || !fast {
 				t.Fatalf("%s (fence %d): runRaw = fast %v, done %v, %v; want the claim path", cp.Key, claim.Fence, fast, done, err)
 			}
@@ -587,7 +587,7 @@ func TestFinishComparesClaimOnce(t *testing.T) {
 		fp := finishP(claim, idem.StateSucceeded, "v", t0)
 		fp.ExpiresAt, fp.Claim = time.Time{}, claim
 		fc := s.newFinishCall(&fp)
-		if _, fast, done, err := fc.runRaw(ctx, nil, rd); err != nil || !done || !fast {
+		if _, fast, done, err := fc.runRaw(ctx, s, rd); err != nil || !done || !fast {
 			t.Fatalf("no expiry: runRaw = fast %v, done %v, %v; want the claim path", fast, done, err)
 		}
 		if ttl := c.PTTL(ctx, fc.rec).Val(); ttl != -1 {
@@ -600,7 +600,7 @@ func TestFinishComparesClaimOnce(t *testing.T) {
 		}
 		fp = finishP(claim, idem.StateSucceeded, "v", t0)
 		fp.Claim = claim
-		if v, fast, done, err := s.newFinishCall(&fp).runRaw(ctx, nil, rd); err != nil || !done || fast || v[:3] != "I1s" {
+		if v, fast, done, err := s.newFinishCall(&fp).runRaw(ctx, s, rd); err != nil || !done || fast || v[:3] != "I1s" {
 			t.Fatalf("after a heartbeat: runRaw = %.3q, fast %v, done %v, %v; want the stored value", v, fast, done, err)
 		}
 	})

@@ -30,7 +30,11 @@ var backends = []backend{
 	{"cluster", clusterClient},
 }
 
-func standaloneClient(t testing.TB) redis.UniversalClient {
+func standaloneClient(t testing.TB) redis.UniversalClient { return standaloneClientWith(t, nil) }
+
+// standaloneClientWith is standaloneClient with its options changed by
+// edit (when not nil) before the client is made.
+func standaloneClientWith(t testing.TB, edit func(*redis.Options)) *redis.Client {
 	t.Helper()
 	u := testenv.Redis.Need(t)
 	opt, err := redis.ParseURL(u)
@@ -38,6 +42,9 @@ func standaloneClient(t testing.TB) redis.UniversalClient {
 		t.Fatalf("parse %s: %v", u, err)
 	}
 	opt.PoolSize = 32
+	if edit != nil {
+		edit(opt)
+	}
 	c := redis.NewClient(opt)
 	t.Cleanup(func() { c.Close() })
 	return c

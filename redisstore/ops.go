@@ -823,17 +823,16 @@ func utcMicro(t time.Time) time.Time {
 
 // doRaw sends args as one command on rd and returns its raw reply. When
 // rd is the store's client and the store pipelines (unless
-// Config.Unpipelined),
-// the command goes alone if no other is going alone (nothing else is
-// waiting for a connection's answer through the store, most likely: it
-// would gain nothing from a pipeline and pay the hand-off to the
-// pipeliner's goroutine), and otherwise rides the AutoPipeliner: queued,
-// written with the others queued while a batch is on the wire, and
-// answered when its batch's replies are read. A caller whose context ends
-// stops waiting. An AutoPipeliner closed by another of the client's users
-// (redis.ErrClosed) leaves the command to go alone.
+// Config.Unpipelined), the command goes alone if no other is going alone
+// (nothing else is waiting for a connection's answer through the store,
+// most likely: it would gain nothing from a pipeline and pay the hand-off
+// to the pipeliner's goroutine), and otherwise rides the AutoPipeliner:
+// queued, written with the others queued while a batch is on the wire,
+// and answered when its batch's replies are read. A caller whose context
+// ends stops waiting. An AutoPipeliner closed by another of the client's
+// users (redis.ErrClosed) leaves the command to go alone.
 func (s *Store) doRaw(ctx context.Context, rd rawDoer, args []interface{}) ([]byte, error) {
-	if s == nil || s.ap == nil || !s.onClient(rd) {
+	if s.ap == nil || !s.onClient(rd) {
 		return rd.DoRaw(ctx, args...).Bytes()
 	}
 	if s.lone.CompareAndSwap(false, true) {

@@ -47,24 +47,10 @@ func (h *pipeCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 }
 
 // countedClient is a client of its own (an AutoPipeliner is shared by all
-// of a client's users) with a pipeCounter, dialling addr ("" for the
-// test Redis).
-func countedClient(t *testing.T, addr string, readTimeout time.Duration) (*redis.Client, *pipeCounter) {
+// of a client's users), its options changed by edit, with a pipeCounter.
+func countedClient(t *testing.T, edit func(*redis.Options)) (*redis.Client, *pipeCounter) {
 	t.Helper()
-	u := testenv.Redis.Need(t)
-	opt, err := redis.ParseURL(u)
-	if err != nil {
-		t.Fatalf("parse %s: %v", u, err)
-	}
-	if addr != "" {
-		opt.Addr = addr
-	}
-	opt.PoolSize = 32
-	if readTimeout != 0 {
-		opt.ReadTimeout = readTimeout
-	}
-	c := redis.NewClient(opt)
-	t.Cleanup(func() { c.Close() })
+	c := standaloneClientWith(t, edit)
 	h := &pipeCounter{}
 	c.AddHook(h)
 	return c, h
@@ -134,7 +120,7 @@ func TestConcurrentCommandsSharePipelines(t *testing.T) {
 		want bool
 	}{{"default", Config{}, true}, {"unpipelined", Config{Unpipelined: true}, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, h := countedClient(t, "", 0)
+			c, h := countedClient(t, nil)
 			s := newStoreOn(t, c, tc.cfg)
 			crowd(t, s, "c", 32, 40)
 			const total = 32 * 40 * 2
@@ -157,7 +143,7 @@ func TestConcurrentCommandsSharePipelines(t *testing.T) {
 // TestLoneCallerGoesAlone: one caller at a time never waits on the
 // pipeliner: each of its commands goes alone, as without pipelining.
 func TestLoneCallerGoesAlone(t *testing.T) {
-	c, h := countedClient(t, "", 0)
+	c, h := countedClient(t, nil)
 	s := newStoreOn(t, c, Config{})
 	crowd(t, s, "lone", 1, 50)
 	// The pipeliner sends a batch of one as a command, which the pipeline
@@ -172,13 +158,11 @@ func TestLoneCallerGoesAlone(t *testing.T) {
 // pipeliner return at their context's deadline, not at the client's read
 // timeout; once the link resumes the store works on.
 func TestPipelinedCallerStopsWaitingAtItsDeadline(t *testing.T) {
-	u := testenv.Redis.Need(t)
-	opt, err := redis.ParseURL(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	relay := testenv.StartRelay(t, opt.Addr)
-	c, h := countedClient(t, relay.Addr(), 20*time.Second)
+	var relay *testenv.Relay
+	c, h := countedClient(t, func(o *redis.Options) {
+		relay = testenv.StartRelay(t, o.Addr)
+		o.Addr, o.ReadTimeout = relay.Addr(), 20*time.Second
+	})
 	s := newStoreOn(t, c, Config{})
 	crowd(t, s, "before", 4, 5) // connections dialled through the relay
 	relay.Stall()
@@ -221,7 +205,7 @@ func TestPipelinedCallerStopsWaitingAtItsDeadline(t *testing.T) {
 // shared with its other users; closed by one of them, the store's
 // commands go alone.
 func TestPipelinerClosedByAnotherUser(t *testing.T) {
-	c, _ := countedClient(t, "", 0)
+	c, _ := countedClient(t, nil)
 	s := newStoreOn(t, c, Config{})
 	ap, err := c.AsyncAutoPipeline()
 	if err != nil {
