@@ -101,6 +101,28 @@ type Config struct {
 	// cancelled and the claim fails closed. Defaults to 5s.
 	ReplicatedClaimTimeout time.Duration
 
+	// AsyncOutcomes lets an outcome's commit return before PostgreSQL has
+	// flushed it to disk: every Finish outside a caller's transaction sets
+	// synchronous_commit to off for its own transaction (set_config with
+	// is_local), and outcomes are never batched with claims, so a claim's
+	// commit still waits for its flush (and for the standbys, with
+	// ReplicatedClaims). The next durable commit on the server — another
+	// request's claim — or the WAL writer, within three times
+	// wal_writer_delay (600 ms by default), makes the outcome durable.
+	//
+	// The trade: if the PostgreSQL server crashes in that window, the
+	// outcome is lost while the client already has its answer. The record
+	// stays in_progress with its claim, and when its lease has run out a
+	// retry of the key finds it unknown (DESIGN §12: only the outcome
+	// write may be relaxed; a crash then leaves unknown, never a second
+	// effect), for reconciliation to decide. A crash of the idem process
+	// alone loses nothing: the server has the commit. At one caller this
+	// saves one WAL flush a first-time request (docs/performance.md,
+	// "Outcomes without the flush wait"). Defaults to false: every outcome
+	// is durable before the caller is answered. BatchFinishes must then be
+	// false; the default group commit batches only claims.
+	AsyncOutcomes bool
+
 	// CallTimeout bounds each store call — a claim, an outcome, a
 	// release, a heartbeat, a decision, a mark, a read, a page of List (one
 	// with a Limit), a batch of Sweep — from the moment it starts, whatever the caller's
@@ -180,12 +202,15 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.Unbatched && (c.Batch != Batch{} || c.BatchFinishes):
 		return c, errors.New("pgstore: Config.Unbatched turns group commit off; it takes no Batch settings and no BatchFinishes")
+	case c.AsyncOutcomes && c.BatchFinishes:
+		return c, errors.New("pgstore: Config.AsyncOutcomes takes no BatchFinishes: a batch is one transaction, and its claims must wait for the flush")
 	case c.Unbatched:
 		return c, nil
 	case c.Batch.Window == 0 && !c.Batch.Eager:
-		// The default: the eager group commit, outcomes included.
+		// The default: the eager group commit, outcomes included (claims
+		// only with AsyncOutcomes).
 		c.Batch.Eager = true
-		c.BatchFinishes = true
+		c.BatchFinishes = !c.AsyncOutcomes
 	}
 	var err error
 	c.Batch, err = commitqueue.Defaults("pgstore", c.Batch)

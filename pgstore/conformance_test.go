@@ -67,6 +67,13 @@ func TestConformanceBatchedFinishes(t *testing.T) {
 	runConformance(t, pgstore.Config{Batch: pgstore.Batch{Window: time.Millisecond, MaxSize: 32}, BatchFinishes: true}, false)
 }
 
+// TestConformanceAsyncOutcomes runs the suite with Config.AsyncOutcomes:
+// relaxing the outcome's flush must not change any answer.
+func TestConformanceAsyncOutcomes(t *testing.T) {
+	t.Parallel()
+	runConformance(t, pgstore.Config{AsyncOutcomes: true}, false)
+}
+
 func runConformance(t *testing.T, cfg pgstore.Config, insertFirst bool) {
 	var schemas sync.Map // *pgstore.Store → schema
 	storetest.Run(t, storetest.Harness{

@@ -42,15 +42,16 @@ func (o ops) Finish(ctx context.Context, p idem.FinishParams) (*idem.Record, err
 	if rec, err := o.finishKnown(ctx, p, b); rec != nil || err != nil {
 		return rec, err
 	}
+	async := o.asyncOutcome()
 	var query string
 	var args []any
 	switch p.State {
 	case idem.StateSucceeded, idem.StateFailed:
-		query = o.sql.finishTerminal
+		query = pick(async, o.sql.finishTerminalAsync, o.sql.finishTerminal)
 		args = []any{p.Scope, p.Key, p.Fence, encodeAttempt(p.AttemptID), statecode.Of(p.State), p.Result,
 			nullTime(p.CompletedAt), nullTime(p.ExpiresAt)}
 	case idem.StateUnknown:
-		query = o.sql.finishUnknown
+		query = pick(async, o.sql.finishUnknownAsync, o.sql.finishUnknown)
 		args = []any{p.Scope, p.Key, p.Fence, encodeAttempt(p.AttemptID), nullTime(p.CompletedAt)}
 	default:
 		return nil, fmt.Errorf("pgstore: finish: state %q is not succeeded, failed or unknown", p.State)
@@ -116,7 +117,7 @@ func (o ops) finishKnown(ctx context.Context, p idem.FinishParams, b *batcher) (
 			return nil, nil
 		}
 	} else {
-		switch n, err := o.db.exec(ctx, o.sql.finishKnown, args...); {
+		switch n, err := o.db.exec(ctx, pick(o.asyncOutcome(), o.sql.finishKnownAsync, o.sql.finishKnown), args...); {
 		case err != nil:
 			return nil, wrap("finish", err)
 		case n == 0:
@@ -128,6 +129,21 @@ func (o ops) finishKnown(ctx context.Context, p idem.FinishParams, b *batcher) (
 	r := sqlcodec.Finished(c, p)
 	r.LeaseUntil = time.Time{}
 	return r, nil
+}
+
+// asyncOutcome reports whether an outcome written now may commit without
+// waiting for its flush (Config.AsyncOutcomes): never in a caller's
+// transaction, whose other writes are the caller's to make durable.
+func (o ops) asyncOutcome() bool {
+	return o.st.cfg.AsyncOutcomes && !o.db.inTx()
+}
+
+// pick returns a when cond holds, else b.
+func pick(cond bool, a, b string) string {
+	if cond {
+		return a
+	}
+	return b
 }
 
 // finishRetried accepts a Finish whose outcome is already recorded for the

@@ -15,11 +15,14 @@ type statements struct {
 	claim, insertOnly, reclaim    string
 	finishTerminal, finishUnknown string
 	finishKnown                   string
-	release, heartbeat            string
-	resolveUpdate, resolveDelete  string
-	setMark, get, list, sweep     string
-	sweepUnbounded, markWaiting   string
-	sweepSince                    string
+	// The three finishes with asyncClause, for Config.AsyncOutcomes
+	// (never inside a caller's transaction).
+	finishTerminalAsync, finishUnknownAsync, finishKnownAsync string
+	release, heartbeat                                        string
+	resolveUpdate, resolveDelete                              string
+	setMark, get, list, sweep                                 string
+	sweepUnbounded, markWaiting                               string
+	sweepSince                                                string
 	// touchOwn makes a claim's own row durable on the standbys (used only
 	// with Config.ReplicatedClaims).
 	touchOwn string
@@ -65,6 +68,18 @@ ON CONFLICT (scope, key) DO NOTHING`
 		}
 		return "CASE WHEN waiting THEN pg_notify($" + a + "::text, $" + b + "::text) IS NULL ELSE false END"
 	}
+	// The finishes, each with {ASYNC} where Config.AsyncOutcomes puts
+	// asyncClause.
+	finishTerminal := `UPDATE {T} SET state = $5, result = $6, completed_at = $7, expires_at = $8, lease_until = NULL
+WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state IN ('p', 'u'){ASYNC}
+RETURNING {COLS}, ` + notifyAt("9", "10")
+	finishKnown := `UPDATE {T} SET state = $5, result = $6, completed_at = $7, expires_at = $8, lease_until = NULL` + notifyInSet(notify, "14", "15") + `
+WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state IN ('p', 'u')
+	AND fingerprint = $9 AND intent IS NOT DISTINCT FROM $10 AND mark = $11 AND created_at IS NOT DISTINCT FROM $12
+	AND lease_until IS NOT DISTINCT FROM $13{ASYNC}`
+	finishUnknown := `UPDATE {T} SET state = 'u', completed_at = $5
+WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state = 'p'{ASYNC}
+RETURNING {COLS}, ` + notifyAt("6", "7")
 	return statements{
 		// Return the existing row, or insert one; a replay is one index probe
 		// and no write (the insert is not even attempted). When the insert
@@ -110,9 +125,7 @@ WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state = 'p'
 
 		// Recording a terminal outcome clears the lease, which means
 		// nothing any more (8 bytes less a row, migration 0003).
-		finishTerminal: r.Replace(`UPDATE {T} SET state = $5, result = $6, completed_at = $7, expires_at = $8, lease_until = NULL
-WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state IN ('p', 'u')
-RETURNING {COLS}, ` + notifyAt("9", "10")),
+		finishTerminal: r.Replace(strings.Replace(finishTerminal, "{ASYNC}", "", 1)),
 
 		// Finish when the caller holds the claim: the UPDATE also checks
 		// every column it does not write against the claim, so a changed
@@ -129,14 +142,12 @@ RETURNING {COLS}, ` + notifyAt("9", "10")),
 		// all the records created in the same microsecond: all of them
 		// under a fixed clock (4–8 ms a finish at 8,500 records, measured
 		// with auto_explain; TestFinishKnownProbesThePrimaryKey).
-		finishKnown: r.Replace(`UPDATE {T} SET state = $5, result = $6, completed_at = $7, expires_at = $8, lease_until = NULL` + notifyInSet(notify, "14", "15") + `
-WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state IN ('p', 'u')
-	AND fingerprint = $9 AND intent IS NOT DISTINCT FROM $10 AND mark = $11 AND created_at IS NOT DISTINCT FROM $12
-	AND lease_until IS NOT DISTINCT FROM $13`),
+		finishKnown:   r.Replace(strings.Replace(finishKnown, "{ASYNC}", "", 1)),
+		finishUnknown: r.Replace(strings.Replace(finishUnknown, "{ASYNC}", "", 1)),
 
-		finishUnknown: r.Replace(`UPDATE {T} SET state = 'u', completed_at = $5
-WHERE scope = $1 AND key = $2 AND fence = $3 AND attempt_id = $4 AND state = 'p'
-RETURNING {COLS}, ` + notifyAt("6", "7")),
+		finishTerminalAsync: r.Replace(strings.Replace(finishTerminal, "{ASYNC}", " AND "+asyncClause, 1)),
+		finishKnownAsync:    r.Replace(strings.Replace(finishKnown, "{ASYNC}", " AND "+asyncClause, 1)),
+		finishUnknownAsync:  r.Replace(strings.Replace(finishUnknown, "{ASYNC}", " AND "+asyncClause, 1)),
 
 		// The EXISTS sub-select sees the statement's snapshot, taken before
 		// the delete: it tells "held by someone else" from "already gone".
@@ -204,6 +215,14 @@ SELECT (SELECT count(*) FROM upd), EXISTS (SELECT 1 FROM {T} WHERE scope = $1 AN
 func syncClause(level string) string {
 	return "set_config('synchronous_commit', '" + level + "', true) IS NOT NULL AND set_config('client_min_messages', 'warning', true) IS NOT NULL"
 }
+
+// asyncClause is the condition an outcome's statement carries under
+// Config.AsyncOutcomes: synchronous_commit off for the rest of its
+// transaction, which is the statement's own (PostgreSQL reads the setting
+// at commit), so the commit returns before its WAL is flushed. The call
+// returns text, never NULL: the condition is always true. It must never
+// reach a transaction that also writes a claim.
+const asyncClause = "set_config('synchronous_commit', 'off', true) IS NOT NULL"
 
 // notifyInSet is a SET item that wakes flagged waiters of the changed row
 // without a RETURNING clause, so the statement runs as an Exec: the

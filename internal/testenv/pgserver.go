@@ -335,6 +335,22 @@ func (s *PGServer) Kill() {
 	}
 }
 
+// Restart starts a server that was killed again on its data directory,
+// with settings added to its command line, and returns once it accepts
+// connections: PostgreSQL recovers from its WAL first, keeping exactly
+// what had reached the operating system. Its Port (and so Addr and DSN)
+// may change.
+func (s *PGServer) Restart(settings ...string) {
+	s.t.Helper()
+	s.mu.Lock()
+	dead := s.dead
+	s.mu.Unlock()
+	if !dead {
+		s.t.Fatalf("Restart of a running server (kill it first)")
+	}
+	s.start(settings)
+}
+
 // Promote ends the standby's recovery (pg_ctl promote) and returns once
 // it accepts writes.
 func (s *PGServer) Promote(t testing.TB) {

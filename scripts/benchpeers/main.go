@@ -85,6 +85,21 @@ var (
 	cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (pprof), e.g. with one side")
 )
 
+// wanted reports whether -sides names side (all sides when it is empty).
+// Unwanted idem sides are not built: each holds --pool connections open,
+// and PostgreSQL's default max_connections (100) does not fit them all.
+func wanted(side string) bool {
+	if *sidesArg == "" {
+		return true
+	}
+	for _, n := range strings.Split(*sidesArg, ",") {
+		if n == side {
+			return true
+		}
+	}
+	return false
+}
+
 func envOr(k, d string) string {
 	if v := os.Getenv(k); v != "" {
 		return v
@@ -186,6 +201,9 @@ func pgSides(ctx context.Context) ([]*side, error) {
 	}
 	var out []*side
 	idemSide := func(name string, cfg pgstore.Config, ecfg idem.Config) error {
+		if !wanted(name) {
+			return nil
+		}
 		s := &side{name: name, store: "postgres", appName: "peerbench-" + name, stmts: &counter{}}
 		pc, err := pgxpool.ParseConfig(*pgDSN)
 		if err != nil {
@@ -240,6 +258,14 @@ func pgSides(ctx context.Context) ([]*side, error) {
 	if err := idemSide("idem-nocache", pgstore.Config{}, idem.Config{ReplayCache: idem.ReplayCacheConfig{MaxBytes: -1}}); err != nil {
 		return out, err
 	}
+	// The library's defaults with outcomes committed without waiting for
+	// their flush (pgstore.Config.AsyncOutcomes, an opt-in).
+	if err := idemSide("idem-async", pgstore.Config{AsyncOutcomes: true}, idem.Config{}); err != nil {
+		return out, err
+	}
+	if err := rawSide(ctx, &out); err != nil {
+		return out, err
+	}
 	sqlDB := func(s *side) (*sql.DB, error) {
 		cc, err := pgConfig(s.appName, s.stmts)
 		if err != nil {
@@ -280,6 +306,90 @@ func pgSides(ctx context.Context) ([]*side, error) {
 		}
 	}
 	return out, nil
+}
+
+// rawSide adds "raw": the floor of an idempotency layer with a durable
+// claim and a durable outcome, written by hand on pgx — an INSERT … ON
+// CONFLICT DO NOTHING committed before the handler runs, the handler's
+// answer kept in memory, an UPDATE committed before the answer is sent; a
+// replay is that INSERT finding the key and a SELECT of the stored answer.
+// No fingerprint, no lease, no intent, no waiters: what any library making
+// the two commits in a row cannot go below.
+func rawSide(ctx context.Context, out *[]*side) error {
+	if !wanted("raw") {
+		return nil
+	}
+	s := &side{name: "raw", store: "postgres", appName: "peerbench-raw", stmts: &counter{}}
+	*out = append(*out, s)
+	pc, err := pgxpool.ParseConfig(*pgDSN)
+	if err != nil {
+		return err
+	}
+	pc.MaxConns, pc.MinConns = int32(*poolSize), int32(*poolSize)
+	pc.ConnConfig.RuntimeParams["application_name"] = s.appName
+	pc.ConnConfig.Tracer = s.stmts
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return err
+	}
+	s.closers = append(s.closers, pool.Close)
+	const table = schema + ".raw_records"
+	if _, err := pool.Exec(ctx, "CREATE TABLE "+table+" (key text PRIMARY KEY, done boolean NOT NULL, status int, body bytea)"); err != nil {
+		return err
+	}
+	return serve(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		key := r.Header.Get("Idempotency-Key")
+		tag, err := pool.Exec(ctx, "INSERT INTO "+table+" (key, done) VALUES ($1, false) ON CONFLICT (key) DO NOTHING", key)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		if tag.RowsAffected() == 0 {
+			var done bool
+			var status *int32
+			var body []byte
+			if err := pool.QueryRow(ctx, "SELECT done, status, body FROM "+table+" WHERE key = $1", key).Scan(&done, &status, &body); err != nil || !done {
+				http.Error(w, "in flight", http.StatusConflict)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(int(*status))
+			_, _ = w.Write(body)
+			return
+		}
+		rec := &memResponse{header: http.Header{}}
+		app.ServeHTTP(rec, r)
+		if _, err := pool.Exec(ctx, "UPDATE "+table+" SET done = true, status = $2, body = $3 WHERE key = $1", key, rec.status, rec.body.Bytes()); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		for k, v := range rec.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.status)
+		_, _ = w.Write(rec.body.Bytes())
+	}))
+}
+
+// memResponse keeps a handler's answer in memory.
+type memResponse struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (m *memResponse) Header() http.Header { return m.header }
+func (m *memResponse) WriteHeader(code int) {
+	if m.status == 0 {
+		m.status = code
+	}
+}
+func (m *memResponse) Write(b []byte) (int, error) {
+	if m.status == 0 {
+		m.status = http.StatusOK
+	}
+	return m.body.Write(b)
 }
 
 func redisSides(ctx context.Context) ([]*side, error) {
@@ -516,12 +626,6 @@ func main() {
 		}
 		concs = append(concs, n)
 	}
-	want := map[string]bool{}
-	for _, n := range strings.Split(*sidesArg, ",") {
-		if n != "" {
-			want[n] = true
-		}
-	}
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("# benchpeers %s: rounds=%d duration=%s pool=%d, load at start %s", time.Now().UTC().Format(time.RFC3339), *rounds, *dur, *poolSize, load)
 	fail := false
@@ -560,7 +664,7 @@ func main() {
 		}
 		var active []*side
 		for _, s := range sides {
-			if len(want) == 0 || want[s.name] {
+			if wanted(s.name) {
 				active = append(active, s)
 			}
 		}
@@ -636,11 +740,11 @@ func report(store, phase string, c int, sides []*side, res map[string][]measure)
 			na(median(st), pg, "%.2f"), na(median(cpu), pg, "%.0f"), na(median(wal), pg, "%.0f"), median(pc))
 	}
 	for _, a := range sides {
-		if !strings.HasPrefix(a.name, "idem") || a.name == "idemlease" {
+		if (!strings.HasPrefix(a.name, "idem") && a.name != "raw") || a.name == "idemlease" {
 			continue
 		}
 		for _, b := range sides {
-			if b.name == "idemlease" || b.name == "gopotency" {
+			if b.name == "idemlease" || b.name == "gopotency" || (b.name == "raw" && a.name != "raw") {
 				var rs []float64
 				for i := range res[a.name] {
 					if i < len(res[b.name]) && res[b.name][i].ops > 0 {

@@ -114,3 +114,35 @@ func TestPostgresBatchDefault(t *testing.T) {
 		t.Errorf("default: outcomes not batched (%+v)", cfg)
 	}
 }
+
+// TestPostgresAsyncOutcomes: async_outcomes=true sets
+// pgstore.Config.AsyncOutcomes and takes outcomes out of the group commit
+// (claims keep it); with batch_finish=true, or a value that is not a
+// boolean, the DSN is refused.
+func TestPostgresAsyncOutcomes(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]bool{
+		"postgres://u@h/db":                                     false,
+		"postgres://u@h/db?async_outcomes=false":                false,
+		"postgres://u@h/db?async_outcomes=true":                 true,
+		"postgres://u@h/db?async_outcomes=on&batch=0":           true,
+		"postgres://u@h/db?async_outcomes=1&batch_finish=false": true,
+	} {
+		dsn, cfg, err := parsePostgres(in)
+		if err != nil || cfg.AsyncOutcomes != want || strings.Contains(dsn, "async") {
+			t.Errorf("%s: pgx DSN %q, %+v, %v; want AsyncOutcomes %v", in, dsn, cfg, err, want)
+			continue
+		}
+		if want && cfg.BatchFinishes {
+			t.Errorf("%s: outcomes batched with claims", in)
+		}
+		if want && !strings.Contains(in, "batch=0") && !cfg.Batch.On() {
+			t.Errorf("%s: claims lost the group commit", in)
+		}
+	}
+	for _, in := range []string{"postgres://u@h/db?async_outcomes=true&batch_finish=true", "postgres://u@h/db?async_outcomes=later"} {
+		if _, _, err := parsePostgres(in); err == nil {
+			t.Errorf("%s accepted", in)
+		}
+	}
+}

@@ -31,14 +31,18 @@ import (
 // (postgres://u@a:5432,b:5432/db?target_session_attrs=read-write) follows
 // a failover to the promoted standby without a restart. call_timeout=DUR
 // (10s; off for none) bounds every store call and is the sessions'
-// statement_timeout (pgstore.Config.CallTimeout).
+// statement_timeout (pgstore.Config.CallTimeout). async_outcomes=true
+// (false by default; pgstore.Config.AsyncOutcomes) answers a request
+// without waiting for its outcome's WAL flush: a PostgreSQL crash in the
+// next fraction of a second leaves that record unknown (never a second
+// effect); claims stay durable.
 
 // parsePostgres removes idem's parameters from raw and returns the DSN for
 // pgx and the store configuration. A query that does not parse is an
 // error: dropping it would silently lose schema= (and print or migrate
 // "public" instead).
 func parsePostgres(raw string) (dsn string, cfg pgstore.Config, err error) {
-	dsn, q, err := splitParams(raw, append([]string{"schema", "notify", "batch_finish", "replicated_claims", "replicated_claims_timeout", "call_timeout"}, batchKeys...))
+	dsn, q, err := splitParams(raw, append([]string{"schema", "notify", "batch_finish", "replicated_claims", "replicated_claims_timeout", "call_timeout", "async_outcomes"}, batchKeys...))
 	if err != nil {
 		return "", cfg, err
 	}
@@ -79,6 +83,19 @@ func parsePostgres(raw string) (dsn string, cfg pgstore.Config, err error) {
 			return "", cfg, errors.New("batch_finish=true without batch=WINDOW or batch=eager: group commit is off")
 		}
 		cfg.BatchFinishes = on
+	}
+	if v, ok := q["async_outcomes"]; ok {
+		on, err := parseBool(v[0])
+		if err != nil {
+			return "", cfg, fmt.Errorf("async_outcomes=%q: %w", v[0], err)
+		}
+		if on {
+			if _, set := q["batch_finish"]; set && cfg.BatchFinishes {
+				return "", cfg, errors.New("async_outcomes=true with batch_finish=true: a batch is one transaction, and its claims must wait for the flush")
+			}
+			// Outcomes then commit on their own; claims keep the group commit.
+			cfg.AsyncOutcomes, cfg.BatchFinishes = true, false
+		}
 	}
 	if err := parseReplicated(q, &cfg); err != nil {
 		return "", cfg, err
