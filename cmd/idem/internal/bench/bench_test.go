@@ -89,6 +89,9 @@ func TestDSNRewriting(t *testing.T) {
 	if got := pgDriverDSN("postgres://u@h/db?schema=s&batch=2ms&batch_size=64&batch_finish=true&sslmode=disable&notify=false"); got != "postgres://u@h/db?sslmode=disable" {
 		t.Errorf("pgDriverDSN = %q", got)
 	}
+	if got := pgDriverDSN("postgres://u@h/db?async_outcomes=true&call_timeout=5s&sslmode=disable"); got != "postgres://u@h/db?sslmode=disable" {
+		t.Errorf("pgDriverDSN = %q", got)
+	}
 	if got := pgDriverDSN("postgres://u@a:1,b:2/db?replicated_claims=on&replicated_claims_timeout=1s&target_session_attrs=read-write"); got != "postgres://u@a:1,b:2/db?target_session_attrs=read-write" {
 		t.Errorf("pgDriverDSN = %q", got)
 	}

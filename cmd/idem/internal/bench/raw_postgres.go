@@ -14,10 +14,6 @@ import (
 	"github.com/idemkit/idem/cmd/idem/internal/storeopen"
 )
 
-// pgIdemParams are the DSN parameters that configure idem's store rather
-// than pgx; the raw pool does not get them.
-var pgIdemParams = []string{"schema", "notify", "batch", "batch_size", "batch_finish", "replicated_claims", "replicated_claims_timeout"}
-
 // PostgreSQL: idem's store gets schema=<scratch>, a schema of its own in
 // the same database, and the raw table lives beside it in that schema; the
 // schema is dropped at the end. The raw pool is built from the same DSN
@@ -95,7 +91,7 @@ func pgDriverDSN(raw string) string {
 	if err != nil {
 		return raw
 	}
-	for _, p := range pgIdemParams {
+	for _, p := range storeopen.PostgresParams { // idem's store reads them, the raw pool must not get them
 		vals.Del(p)
 	}
 	if len(vals) == 0 {

@@ -37,12 +37,18 @@ import (
 // next fraction of a second leaves that record unknown (never a second
 // effect); claims stay durable.
 
+// PostgresParams are the DSN parameters idem reads for a PostgreSQL store
+// and removes before pgx sees the DSN (pgx would send them to the server
+// as settings, which refuses them).
+var PostgresParams = append([]string{"schema", "notify", "batch_finish", "replicated_claims", "replicated_claims_timeout",
+	"call_timeout", "async_outcomes"}, batchKeys...)
+
 // parsePostgres removes idem's parameters from raw and returns the DSN for
 // pgx and the store configuration. A query that does not parse is an
 // error: dropping it would silently lose schema= (and print or migrate
 // "public" instead).
 func parsePostgres(raw string) (dsn string, cfg pgstore.Config, err error) {
-	dsn, q, err := splitParams(raw, append([]string{"schema", "notify", "batch_finish", "replicated_claims", "replicated_claims_timeout", "call_timeout", "async_outcomes"}, batchKeys...))
+	dsn, q, err := splitParams(raw, PostgresParams)
 	if err != nil {
 		return "", cfg, err
 	}
