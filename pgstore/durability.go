@@ -26,6 +26,10 @@ var (
 //     again, a narrow window in a rare event.
 //   - full_page_writes = off: a crash in the middle of a page write can
 //     leave the page torn (warning).
+//
+// It also names the store's own Config.AsyncOutcomes (the CLI's
+// async_outcomes=true), a warning: the outcomes of the last moments
+// before a server crash are lost and their records answer unknown.
 func (s *Store) CheckDurability(ctx context.Context) ([]idem.Finding, error) {
 	if s.closed.Load() {
 		return nil, errClosed("check durability")
@@ -36,7 +40,16 @@ func (s *Store) CheckDurability(ctx context.Context) ([]idem.Finding, error) {
 	if err != nil {
 		return nil, wrap("check durability", err)
 	}
-	return durabilityFindings(fsync, syncCommit, fullPages), nil
+	out := durabilityFindings(fsync, syncCommit, fullPages)
+	if s.cfg.AsyncOutcomes {
+		out = append(out, idem.Finding{
+			Setting: "async_outcomes", Value: "true",
+			Problem:  "outcomes are acknowledged before their WAL is flushed (pgstore.Config.AsyncOutcomes): a server crash loses the outcomes of its last moments (up to three times wal_writer_delay), and their records answer unknown once their lease has run out — reconciliation work, never a second effect",
+			Fix:      "drop async_outcomes=true from the DSN (pgstore.Config.AsyncOutcomes) unless that trade is wanted",
+			Severity: idem.SeverityWarning,
+		})
+	}
+	return out, nil
 }
 
 // durabilityFindings judges the settings CheckDurability read.

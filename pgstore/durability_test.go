@@ -47,6 +47,22 @@ func TestCheckDurability(t *testing.T) {
 	e.Close()
 }
 
+// TestCheckDurabilityNamesAsyncOutcomes: a store with AsyncOutcomes says
+// so, as a warning (idem doctor names it; the engine still starts).
+func TestCheckDurabilityNamesAsyncOutcomes(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, pgstore.Config{AsyncOutcomes: true})
+	fs, err := s.CheckDurability(ctx)
+	if err != nil || len(fs) != 1 || fs[0].Setting != "async_outcomes" || fs[0].Severity != idem.SeverityWarning {
+		t.Fatalf("AsyncOutcomes: %+v, %v; want one warning naming async_outcomes", fs, err)
+	}
+	e, err := idem.New(s, idem.Config{})
+	if err != nil {
+		t.Fatalf("New with AsyncOutcomes: %v", err)
+	}
+	e.Close()
+}
+
 // TestFsyncOffRefuses: fsync off is a refusal (judged on the values: a
 // shared test server cannot run with it).
 func TestFsyncOffRefuses(t *testing.T) {

@@ -41,6 +41,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"runtime/pprof"
 	"sort"
@@ -358,38 +359,18 @@ func rawSide(ctx context.Context, out *[]*side) error {
 			_, _ = w.Write(body)
 			return
 		}
-		rec := &memResponse{header: http.Header{}}
+		rec := httptest.NewRecorder()
 		app.ServeHTTP(rec, r)
-		if _, err := pool.Exec(ctx, "UPDATE "+table+" SET done = true, status = $2, body = $3 WHERE key = $1", key, rec.status, rec.body.Bytes()); err != nil {
+		if _, err := pool.Exec(ctx, "UPDATE "+table+" SET done = true, status = $2, body = $3 WHERE key = $1", key, rec.Code, rec.Body.Bytes()); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		for k, v := range rec.header {
+		for k, v := range rec.Header() {
 			w.Header()[k] = v
 		}
-		w.WriteHeader(rec.status)
-		_, _ = w.Write(rec.body.Bytes())
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
 	}))
-}
-
-// memResponse keeps a handler's answer in memory.
-type memResponse struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (m *memResponse) Header() http.Header { return m.header }
-func (m *memResponse) WriteHeader(code int) {
-	if m.status == 0 {
-		m.status = code
-	}
-}
-func (m *memResponse) Write(b []byte) (int, error) {
-	if m.status == 0 {
-		m.status = http.StatusOK
-	}
-	return m.body.Write(b)
 }
 
 func redisSides(ctx context.Context) ([]*side, error) {
