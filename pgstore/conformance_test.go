@@ -29,13 +29,16 @@ func TestConformanceUnbatched(t *testing.T) {
 	runConformance(t, pgstore.Config{Unbatched: true}, false)
 }
 
-// TestConformanceInsertFirst runs the suite unbatched with the claim-path
-// chooser pinned to its first-time mode (a plain INSERT whose record is
-// built, not read back), which the default mode only reaches after a run
-// of new keys.
-func TestConformanceInsertFirst(t *testing.T) {
+// TestConformanceInsertFirstAsyncOutcomes runs the suite unbatched with
+// the claim-path chooser pinned to its first-time mode (a plain INSERT
+// whose record is built, not read back), which the default mode only
+// reaches after a run of new keys, and with Config.AsyncOutcomes:
+// relaxing the outcome's flush must not change any answer either. (One
+// suite for both keeps the package's run short; unbatched durable
+// outcomes run in TestConformanceUnbatched.)
+func TestConformanceInsertFirstAsyncOutcomes(t *testing.T) {
 	t.Parallel()
-	runConformance(t, pgstore.Config{Unbatched: true}, true)
+	runConformance(t, pgstore.Config{Unbatched: true, AsyncOutcomes: true}, true)
 }
 
 // TestConformanceBatched runs the suite with group commit on: batching
@@ -65,13 +68,6 @@ func TestConformanceBatchedInsertFirst(t *testing.T) {
 func TestConformanceBatchedFinishes(t *testing.T) {
 	t.Parallel()
 	runConformance(t, pgstore.Config{Batch: pgstore.Batch{Window: time.Millisecond, MaxSize: 32}, BatchFinishes: true}, false)
-}
-
-// TestConformanceAsyncOutcomes runs the suite with Config.AsyncOutcomes:
-// relaxing the outcome's flush must not change any answer.
-func TestConformanceAsyncOutcomes(t *testing.T) {
-	t.Parallel()
-	runConformance(t, pgstore.Config{AsyncOutcomes: true}, false)
 }
 
 func runConformance(t *testing.T, cfg pgstore.Config, insertFirst bool) {
