@@ -219,3 +219,121 @@ func TestPipelinerClosedByAnotherUser(t *testing.T) {
 	}
 	crowd(t, s, "c", 16, 10)
 }
+
+// TestPipelinedCommandsSurviveCutConnections cuts every connection of the
+// client every few milliseconds while 16 callers make first-time requests
+// whose claims and finishes share pipelines. A cut can take a pipeline's
+// answers after Redis ran its commands, and the pipeline is then sent
+// again — by go-redis (its retries, the default) or by the caller that
+// got the error (retries off, the caller retrying its request with the
+// same attempt) — so a claim may meet its own record and a finish its own
+// outcome. Either way a caller must find its own claim (claimed again) or
+// its own outcome — never another attempt's record, never a fenced finish
+// — and every record ends succeeded with its request's result.
+func TestPipelinedCommandsSurviveCutConnections(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		maxRetries int
+	}{{"go-redis-retries", 0}, {"caller-retries", -1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var relay *testenv.Relay
+			c, h := countedClient(t, func(o *redis.Options) {
+				relay = testenv.StartRelay(t, o.Addr)
+				o.Addr, o.MaxRetries = relay.Addr(), tc.maxRetries
+			})
+			s := newStoreOn(t, c, Config{})
+			stop := make(chan struct{})
+			cutterDone := make(chan struct{})
+			var cuts int
+			go func() {
+				defer close(cutterDone)
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(5 * time.Millisecond):
+						relay.Cut()
+						cuts++
+					}
+				}
+			}()
+			const callers, each = 16, 40
+			var failed atomic.Int64 // requests that got an error and were retried
+			ctx := context.Background()
+			var wg sync.WaitGroup
+			errs := make(chan error, callers)
+			for g := range callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range each {
+						if err := settle(ctx, s, fmt.Sprintf("cut-%d-%d", g, i), &failed); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(stop)
+			<-cutterDone
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			for g := range callers {
+				for i := range each {
+					k := fmt.Sprintf("cut-%d-%d", g, i)
+					r, err := s.Get(ctx, "pipe", k)
+					if err != nil || r.State != idem.StateSucceeded || string(r.Result) != "ok-"+k || r.AttemptID != "a-"+k {
+						t.Fatalf("record %s: %+v, %v", k, r, err)
+					}
+				}
+			}
+			t.Logf("%d cuts, %d connections dialled, %d requests retried by their callers, %d commands pipelined",
+				cuts, relay.Accepted(), failed.Load(), h.cmds.Load())
+			switch {
+			case h.cmds.Load() == 0:
+				t.Fatal("nothing was pipelined: the test showed nothing")
+			case relay.Accepted() < 2*callers:
+				t.Fatalf("%d connections dialled: the cuts hit too few live connections to show anything", relay.Accepted())
+			case tc.maxRetries < 0 && failed.Load() == 0:
+				t.Fatal("with go-redis's retries off, no caller saw a cut: the test showed nothing")
+			}
+		})
+	}
+}
+
+// settle makes key's first-time request (attempt "a-"+key), retrying it
+// with the same attempt after an error, as a client that lost its answer
+// does, until it is recorded.
+func settle(ctx context.Context, s *Store, key string, failed *atomic.Int64) error {
+	attempt := "a-" + key
+	for try := 0; try < 200; try++ {
+		if try > 0 {
+			failed.Add(1)
+			time.Sleep(2 * time.Millisecond)
+		}
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		res, err := s.Claim(ctx, idem.ClaimParams{Scope: "pipe", Key: key, AttemptID: attempt, Now: now, LeaseUntil: now.Add(time.Minute)})
+		if err != nil {
+			continue
+		}
+		if !res.Claimed {
+			r := res.Record
+			if r.AttemptID == attempt && r.State == idem.StateSucceeded && string(r.Result) == "ok-"+key {
+				return nil // recorded before a cut took the answer
+			}
+			return fmt.Errorf("key %s, a retry of attempt %s: found %+v", key, attempt, r)
+		}
+		_, err = s.Finish(ctx, idem.FinishParams{Scope: "pipe", Key: key, Fence: res.Record.Fence, AttemptID: attempt,
+			State: idem.StateSucceeded, Result: []byte("ok-" + key), CompletedAt: now, ExpiresAt: now.Add(time.Hour)})
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, idem.ErrFenced):
+			return fmt.Errorf("key %s: its own finish fenced: %v", key, err)
+		}
+	}
+	return fmt.Errorf("key %s: not recorded after 200 tries", key)
+}
