@@ -73,9 +73,17 @@ func firstTime(ctx context.Context, s *Store, key string) error {
 }
 
 // crowd runs callers goroutines, each making each first-time requests on
-// keys of its own (named after name), and checks every record is the succeeded outcome its
-// request wrote.
+// keys of its own (named after name), and checks every record is the
+// succeeded outcome its request wrote.
 func crowd(t *testing.T, s *Store, name string, callers, each int) {
+	t.Helper()
+	runCrowd(t, s, name, callers, each, firstTime)
+	checkCrowd(t, s, name, callers, each)
+}
+
+// runCrowd runs callers goroutines, each calling request for each key of
+// its own (named after name), and fails t with the first error.
+func runCrowd(t *testing.T, s *Store, name string, callers, each int, request func(context.Context, *Store, string) error) {
 	t.Helper()
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -85,7 +93,7 @@ func crowd(t *testing.T, s *Store, name string, callers, each int) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				if err := firstTime(ctx, s, fmt.Sprintf("%s-%d-%d", name, g, i)); err != nil {
+				if err := request(ctx, s, fmt.Sprintf("%s-%d-%d", name, g, i)); err != nil {
 					errs <- err
 					return
 				}
@@ -97,11 +105,17 @@ func crowd(t *testing.T, s *Store, name string, callers, each int) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+}
+
+// checkCrowd checks that every key runCrowd named holds the succeeded
+// outcome of its own request (attempt "a-"+key, result "ok-"+key).
+func checkCrowd(t *testing.T, s *Store, name string, callers, each int) {
+	t.Helper()
 	for g := range callers {
 		for i := range each {
 			k := fmt.Sprintf("%s-%d-%d", name, g, i)
-			r, err := s.Get(ctx, "pipe", k)
-			if err != nil || r.State != idem.StateSucceeded || string(r.Result) != "ok-"+k {
+			r, err := s.Get(context.Background(), "pipe", k)
+			if err != nil || r.State != idem.StateSucceeded || string(r.Result) != "ok-"+k || r.AttemptID != "a-"+k {
 				t.Fatalf("record %s: %+v, %v", k, r, err)
 			}
 		}
@@ -257,39 +271,15 @@ func TestPipelinedCommandsSurviveCutConnections(t *testing.T) {
 					}
 				}
 			}()
+			stopCutter := sync.OnceFunc(func() { close(stop); <-cutterDone })
+			defer stopCutter() // also when runCrowd fails the test
 			const callers, each = 16, 40
 			var failed atomic.Int64 // requests that got an error and were retried
-			ctx := context.Background()
-			var wg sync.WaitGroup
-			errs := make(chan error, callers)
-			for g := range callers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := range each {
-						if err := settle(ctx, s, fmt.Sprintf("cut-%d-%d", g, i), &failed); err != nil {
-							errs <- err
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			close(stop)
-			<-cutterDone
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
-			}
-			for g := range callers {
-				for i := range each {
-					k := fmt.Sprintf("cut-%d-%d", g, i)
-					r, err := s.Get(ctx, "pipe", k)
-					if err != nil || r.State != idem.StateSucceeded || string(r.Result) != "ok-"+k || r.AttemptID != "a-"+k {
-						t.Fatalf("record %s: %+v, %v", k, r, err)
-					}
-				}
-			}
+			runCrowd(t, s, "cut", callers, each, func(ctx context.Context, s *Store, key string) error {
+				return settle(ctx, s, key, &failed)
+			})
+			stopCutter()
+			checkCrowd(t, s, "cut", callers, each)
 			t.Logf("%d cuts, %d connections dialled, %d requests retried by their callers, %d commands pipelined",
 				cuts, relay.Accepted(), failed.Load(), h.cmds.Load())
 			switch {
