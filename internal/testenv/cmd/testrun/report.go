@@ -292,6 +292,26 @@ func (r *report) finish() int {
 		fmt.Fprintf(w, "slowest: %s\n", strings.Join(sl, ", "))
 	}
 
+	if len(r.byDesign) > 0 {
+		fmt.Fprintf(w, "\nskipped by design (%d tests; not a failure):\n", len(r.byDesign))
+		for _, g := range group(r.byDesign) {
+			fmt.Fprintf(w, "  %3d  %s\n       %s\n", len(g), g[0].reason, names(g))
+		}
+	}
+	if len(r.backend) > 0 {
+		verdict := "fails the run; IDEM_ALLOW_SKIP=1 allows it"
+		if r.allowSkip {
+			verdict = "allowed by IDEM_ALLOW_SKIP=1"
+		}
+		fmt.Fprintf(w, "\nSKIPPED BACKENDS (%d tests; %s):\n", len(r.backend), verdict)
+		for _, g := range group(r.backend) {
+			fmt.Fprintf(w, "  %3d  %s\n       %s\n", len(g), g[0].reason, names(g))
+		}
+	} else {
+		fmt.Fprintln(w, "\nskipped backends: none")
+	}
+	// The failures come last, after the skip lists, so that the tail of a
+	// long log (what CI shows of a failed run) holds them.
 	for _, p := range r.failures {
 		fmt.Fprintf(w, "\n--- FAIL %s\n", r.short(p.name))
 		for _, t := range p.failed {
@@ -323,24 +343,6 @@ func (r *report) finish() int {
 		fmt.Fprintf(w, "\nunfinished (go test stopped before they ended): %s\n", strings.Join(cut, ", "))
 	}
 
-	if len(r.byDesign) > 0 {
-		fmt.Fprintf(w, "\nskipped by design (%d tests; not a failure):\n", len(r.byDesign))
-		for _, g := range group(r.byDesign) {
-			fmt.Fprintf(w, "  %3d  %s\n       %s\n", len(g), g[0].reason, names(g))
-		}
-	}
-	if len(r.backend) > 0 {
-		verdict := "fails the run; IDEM_ALLOW_SKIP=1 allows it"
-		if r.allowSkip {
-			verdict = "allowed by IDEM_ALLOW_SKIP=1"
-		}
-		fmt.Fprintf(w, "\nSKIPPED BACKENDS (%d tests; %s):\n", len(r.backend), verdict)
-		for _, g := range group(r.backend) {
-			fmt.Fprintf(w, "  %3d  %s\n       %s\n", len(g), g[0].reason, names(g))
-		}
-	} else {
-		fmt.Fprintln(w, "\nskipped backends: none")
-	}
 	if r.logFile != "" {
 		fmt.Fprintf(w, "events: %s\n", r.logFile)
 	}
@@ -348,7 +350,7 @@ func (r *report) finish() int {
 	failed := len(r.failures) > 0 || len(r.buildBad) > 0 || len(cut) > 0 || len(r.done) == 0
 	switch {
 	case failed:
-		fmt.Fprintln(w, "result: FAIL")
+		fmt.Fprintln(w, "result: FAIL"+r.failedNames(cut))
 		return 1
 	case len(r.backend) > 0 && !r.allowSkip:
 		fmt.Fprintln(w, "result: FAIL (backends skipped)")
@@ -396,4 +398,31 @@ func names(g []skip) string {
 		n = append(n, path.Base(s.pkg)+"."+s.test)
 	}
 	return strings.Join(n, ", ")
+}
+
+// failedNames lists, for the result line, the innermost failed tests and
+// the packages that failed without a failing test, failed to build or
+// never ended (cut), at most eight.
+func (r *report) failedNames(cut []string) string {
+	var ns []string
+	for _, p := range r.failures {
+		short := r.short(p.name)
+		if len(p.failed) == 0 {
+			ns = append(ns, short)
+		}
+		for _, t := range p.failed {
+			if !hasChild(p.failed, t) {
+				ns = append(ns, short+"."+t)
+			}
+		}
+	}
+	ns = append(ns, r.buildBad...)
+	ns = append(ns, cut...)
+	if len(ns) == 0 {
+		return ""
+	}
+	if len(ns) > 8 {
+		ns = append(ns[:8], fmt.Sprintf("and %d more", len(ns)-8))
+	}
+	return " (" + strings.Join(ns, ", ") + ")"
 }

@@ -83,10 +83,16 @@ func TestFailurePrintsTheFailingTest(t *testing.T) {
 	if code != 1 {
 		t.Errorf("exit %d with a failing test, want 1\n%s", code, out)
 	}
-	for _, want := range []string{"FAIL  internal/testenv/cmd/testrun/testdata/fixture", "TestFails/inner", "the effect ran twice", "result: FAIL"} {
+	for _, want := range []string{"FAIL  internal/testenv/cmd/testrun/testdata/fixture", "TestFails/inner", "the effect ran twice",
+		"result: FAIL (internal/testenv/cmd/testrun/testdata/fixture.TestFails/inner)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
+	}
+	// The failure's output follows the skip lists, so that the tail of a
+	// long log (all CI shows of it) holds it.
+	if f, s := strings.LastIndex(out, "the effect ran twice"), strings.Index(out, "SKIPPED BACKENDS"); s < 0 || f < s {
+		t.Errorf("the failure's output (at %d) comes before the skip lists (at %d):\n%s", f, s, out)
 	}
 }
 
