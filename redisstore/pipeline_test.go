@@ -235,8 +235,9 @@ func TestPipelinerClosedByAnotherUser(t *testing.T) {
 }
 
 // TestPipelinedCommandsSurviveCutConnections cuts every connection of the
-// client every few milliseconds while 16 callers make first-time requests
-// whose claims and finishes share pipelines. A cut can take a pipeline's
+// client every few milliseconds (and every few requests recorded) while
+// 16 callers make first-time requests whose claims and finishes share
+// pipelines. A cut can take a pipeline's
 // answers after Redis ran its commands, and the pipeline is then sent
 // again — by go-redis (its retries, the default) or by the caller that
 // got the error (retries off, the caller retrying its request with the
@@ -259,15 +260,24 @@ func TestPipelinedCommandsSurviveCutConnections(t *testing.T) {
 			stop := make(chan struct{})
 			cutterDone := make(chan struct{})
 			var cuts int
+			var recorded atomic.Int64 // requests settled
 			go func() {
 				defer close(cutterDone)
+				var last int64
 				for {
 					select {
 					case <-stop:
 						return
 					case <-time.After(5 * time.Millisecond):
+					}
+					// A cut waits for a few requests recorded since the
+					// last one: on a loaded machine, where a request can
+					// outlast 5 ms, cuts every 5 ms alone cut each
+					// request a dozen times over (48 s for this test).
+					if n := recorded.Load(); n >= last+4 {
 						relay.Cut()
 						cuts++
+						last = n
 					}
 				}
 			}()
@@ -276,7 +286,11 @@ func TestPipelinedCommandsSurviveCutConnections(t *testing.T) {
 			const callers, each = 16, 40
 			var failed atomic.Int64 // requests that got an error and were retried
 			runCrowd(t, s, "cut", callers, each, func(ctx context.Context, s *Store, key string) error {
-				return settle(ctx, s, key, &failed)
+				err := settle(ctx, s, key, &failed)
+				if err == nil {
+					recorded.Add(1)
+				}
+				return err
 			})
 			stopCutter()
 			checkCrowd(t, s, "cut", callers, each)
