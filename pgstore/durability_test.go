@@ -36,13 +36,20 @@ func TestCheckDurability(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer async.Close()
-	fs, err := async.CheckDurability(ctx)
-	if err != nil || len(fs) != 1 || fs[0].Setting != "synchronous_commit" || fs[0].Severity != idem.SeverityWarning {
-		t.Fatalf("synchronous_commit off: %+v, %v; want one warning", fs, err)
+	wantOneWarning(t, async, "synchronous_commit")
+}
+
+// wantOneWarning checks that s's CheckDurability finds one warning, on
+// setting, and that the engine still starts on s.
+func wantOneWarning(t *testing.T, s *pgstore.Store, setting string) {
+	t.Helper()
+	fs, err := s.CheckDurability(context.Background())
+	if err != nil || len(fs) != 1 || fs[0].Setting != setting || fs[0].Severity != idem.SeverityWarning {
+		t.Fatalf("CheckDurability: %+v, %v; want one warning naming %s", fs, err, setting)
 	}
-	e, err := idem.New(async, idem.Config{})
+	e, err := idem.New(s, idem.Config{})
 	if err != nil {
-		t.Fatalf("New with a warning: %v", err)
+		t.Fatalf("New with a warning on %s: %v", setting, err)
 	}
 	e.Close()
 }
@@ -50,17 +57,7 @@ func TestCheckDurability(t *testing.T) {
 // TestCheckDurabilityNamesAsyncOutcomes: a store with AsyncOutcomes says
 // so, as a warning (idem doctor names it; the engine still starts).
 func TestCheckDurabilityNamesAsyncOutcomes(t *testing.T) {
-	ctx := context.Background()
-	s := newStore(t, pgstore.Config{AsyncOutcomes: true})
-	fs, err := s.CheckDurability(ctx)
-	if err != nil || len(fs) != 1 || fs[0].Setting != "async_outcomes" || fs[0].Severity != idem.SeverityWarning {
-		t.Fatalf("AsyncOutcomes: %+v, %v; want one warning naming async_outcomes", fs, err)
-	}
-	e, err := idem.New(s, idem.Config{})
-	if err != nil {
-		t.Fatalf("New with AsyncOutcomes: %v", err)
-	}
-	e.Close()
+	wantOneWarning(t, newStore(t, pgstore.Config{AsyncOutcomes: true}), "async_outcomes")
 }
 
 // TestFsyncOffRefuses: fsync off is a refusal (judged on the values: a

@@ -59,17 +59,28 @@ func countedClient(t *testing.T, edit func(*redis.Options)) (*redis.Client, *pip
 // firstTime claims and finishes a new key, as a first-time request does.
 func firstTime(ctx context.Context, s *Store, key string) error {
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	p := idem.ClaimParams{Scope: "pipe", Key: key, AttemptID: "a-" + key, Now: now, LeaseUntil: now.Add(time.Minute)}
-	res, err := s.Claim(ctx, p)
+	res, err := s.Claim(ctx, pipeClaim(key, now))
 	if err != nil {
 		return err
 	}
 	if !res.Claimed {
 		return fmt.Errorf("key %s: not claimed", key)
 	}
-	_, err = s.Finish(ctx, idem.FinishParams{Scope: "pipe", Key: key, Fence: res.Record.Fence, AttemptID: p.AttemptID,
-		State: idem.StateSucceeded, Result: []byte("ok-" + key), CompletedAt: now, ExpiresAt: now.Add(time.Hour)})
+	_, err = s.Finish(ctx, pipeFinish(key, res.Record.Fence, now))
 	return err
+}
+
+// pipeClaim is the claim of key's first-time request at now: attempt
+// "a-"+key, what checkCrowd expects to find.
+func pipeClaim(key string, now time.Time) idem.ClaimParams {
+	return idem.ClaimParams{Scope: "pipe", Key: key, AttemptID: "a-" + key, Now: now, LeaseUntil: now.Add(time.Minute)}
+}
+
+// pipeFinish is the outcome of key's first-time request under fence:
+// succeeded with result "ok-"+key.
+func pipeFinish(key string, fence int64, now time.Time) idem.FinishParams {
+	return idem.FinishParams{Scope: "pipe", Key: key, Fence: fence, AttemptID: "a-" + key,
+		State: idem.StateSucceeded, Result: []byte("ok-" + key), CompletedAt: now, ExpiresAt: now.Add(time.Hour)}
 }
 
 // crowd runs callers goroutines, each making each first-time requests on
@@ -237,12 +248,11 @@ func TestPipelinerClosedByAnotherUser(t *testing.T) {
 // TestPipelinedCommandsSurviveCutConnections cuts every connection of the
 // client every few milliseconds (and every few requests recorded) while
 // 16 callers make first-time requests whose claims and finishes share
-// pipelines. A cut can take a pipeline's
-// answers after Redis ran its commands, and the pipeline is then sent
-// again — by go-redis (its retries, the default) or by the caller that
-// got the error (retries off, the caller retrying its request with the
-// same attempt) — so a claim may meet its own record and a finish its own
-// outcome. Either way a caller must find its own claim (claimed again) or
+// pipelines. A cut can take a pipeline's answers after Redis ran its
+// commands, and the pipeline is then sent again — by go-redis (its
+// retries, the default) or by the caller that got the error (retries
+// off, the caller retrying its request with the same attempt) — so a
+// claim may meet its own record and a finish its own outcome. Either way a caller must find its own claim (claimed again) or
 // its own outcome — never another attempt's record, never a fenced finish
 // — and every record ends succeeded with its request's result.
 func TestPipelinedCommandsSurviveCutConnections(t *testing.T) {
@@ -314,7 +324,6 @@ func TestPipelinedCommandsSurviveCutConnections(t *testing.T) {
 // after a number of tries: on a loaded machine a request can take longer
 // than the cuts' interval many times in a row.
 func settle(ctx context.Context, s *Store, key string, failed *atomic.Int64) error {
-	attempt := "a-" + key
 	giveUp := time.Now().Add(time.Minute)
 	for try := 0; try == 0 || time.Now().Before(giveUp); try++ {
 		if try > 0 {
@@ -322,19 +331,19 @@ func settle(ctx context.Context, s *Store, key string, failed *atomic.Int64) err
 			time.Sleep(2 * time.Millisecond)
 		}
 		now := time.Now().UTC().Truncate(time.Microsecond)
-		res, err := s.Claim(ctx, idem.ClaimParams{Scope: "pipe", Key: key, AttemptID: attempt, Now: now, LeaseUntil: now.Add(time.Minute)})
+		p := pipeClaim(key, now)
+		res, err := s.Claim(ctx, p)
 		if err != nil {
 			continue
 		}
 		if !res.Claimed {
 			r := res.Record
-			if r.AttemptID == attempt && r.State == idem.StateSucceeded && string(r.Result) == "ok-"+key {
+			if r.AttemptID == p.AttemptID && r.State == idem.StateSucceeded && string(r.Result) == "ok-"+key {
 				return nil // recorded before a cut took the answer
 			}
-			return fmt.Errorf("key %s, a retry of attempt %s: found %+v", key, attempt, r)
+			return fmt.Errorf("key %s, a retry of attempt %s: found %+v", key, p.AttemptID, r)
 		}
-		_, err = s.Finish(ctx, idem.FinishParams{Scope: "pipe", Key: key, Fence: res.Record.Fence, AttemptID: attempt,
-			State: idem.StateSucceeded, Result: []byte("ok-" + key), CompletedAt: now, ExpiresAt: now.Add(time.Hour)})
+		_, err = s.Finish(ctx, pipeFinish(key, res.Record.Fence, now))
 		switch {
 		case err == nil:
 			return nil
